@@ -1,0 +1,32 @@
+/* Helpers shared by the subcommands: messages, option values, help text. */
+#ifndef DISKIMG_CLI_H
+#define DISKIMG_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct diag;
+
+/* "diskimg: <message>" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print the recorded failure ("diskimg: FILE: what (offset N)"). */
+void cli_report(const struct diag *d);
+
+/* For a bad command line: message, then "Try 'diskimg CMD --help'". Returns 1. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Parse a size argument of option `opt`; prints the error itself. */
+bool cli_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
+
+/* --output=human|json: 0 human, 1 json, -1 invalid (error printed). */
+int cli_output_format(const char *cmd, const char *s);
+
+/* Print `text` (a command's help) to stdout; returns 0. */
+int cli_help(const char *text);
+
+extern const char *const cli_version_text;
+
+#endif

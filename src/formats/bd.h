@@ -1,0 +1,226 @@
+/* bd: a block device (disk image) seen through its format driver.
+ *
+ * Every format (raw, qcow2, vmdk) is one `struct bd_driver`; the rest of the
+ * program knows only this interface.  A `struct bd` is the base of each
+ * driver's private state (embed it first and cast, or keep a pointer in
+ * `priv`).
+ *
+ * Reading.  bd_open() probes (or takes -f), opens, and for layered formats
+ * opens the backing chain.  block_status() describes one layer; the generic
+ * bd_block_status() walks the chain.  pread() returns guest-visible bytes of
+ * the whole chain (a driver reads unallocated ranges from bd->backing).
+ * pread() and block_status() may be called from several threads at once
+ * (compressed clusters are inflated by the caller's thread); drivers lock
+ * their caches.  Input that cannot be read forward-only fails on a stream.
+ *
+ * Writing.  create() formats a new image into an already-open file (the
+ * caller owns the temporary name and the rename), or, with opts->existing,
+ * opens the image in that file for writing.  Writes are aligned to
+ * bd->granule (except at the end of the image) and never overlap.  Data may
+ * be written asynchronously through opts->ioq; `done` runs once the buffer
+ * may be reused.  finish() commits: all data, then metadata, header last,
+ * then fsync when opts->durable.  abort() gives up without committing.
+ * The writing side is used by one thread.
+ *
+ * Errors: every function returns 0 (or a count) or a negative errno and
+ * records the reason, file and offset in bd->diag.  Nothing prints.
+ */
+#ifndef DISKIMG_BD_H
+#define DISKIMG_BD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "io/ioq.h"
+
+struct bfile;
+struct diag;
+struct jval;
+struct kvopts;
+
+/* --- block status --------------------------------------------------------- */
+
+#define BD_DATA       0x1  /* holds bytes that must be read (may still be zeros) */
+#define BD_ZERO       0x2  /* reads as zeros (may be combined with BD_DATA for
+                              preallocated zero clusters) */
+#define BD_ALLOCATED  0x4  /* this layer decides the content (qemu "present") */
+#define BD_COMPRESSED 0x8  /* stored compressed (no usable host offset) */
+
+struct bd_extent {
+    uint64_t len;           /* > 0, never past the end of the image */
+    unsigned flags;         /* BD_* above */
+    int depth;              /* 0 = this image, 1 = its backing file, ... */
+    int64_t host_offset;    /* where the bytes are in `host`, or -1 */
+    const struct bd *host;  /* the layer whose file holds them, or NULL */
+};
+
+/* --- options --------------------------------------------------------------- */
+
+struct bd_open_opts {
+    const char *format;        /* -f: driver name; NULL probes */
+    bool writable;             /* open for writing (resize, check -r) */
+    bool allow_external;       /* references may leave the image's folder */
+    bool no_backing;           /* do not open backing files / parents */
+    bool no_external_files;    /* refuse every reference (fuzzing) */
+    bool ignore_parent_cid;    /* vmdk: accept a parent whose CID differs */
+    const char *snapshot;      /* -l: NAME, snapshot.name=, snapshot.id= */
+    unsigned disk_index;       /* OVA: which disk (0 = first) */
+};
+
+struct bd_create_opts {
+    uint64_t size;             /* virtual size in bytes */
+    struct kvopts *o;          /* -o options; the driver takes (marks) its keys */
+    const char *backing_file;  /* -B / -b, or NULL */
+    const char *backing_fmt;   /* -F, or NULL */
+    bool compress;             /* -c */
+    bool durable;              /* fsync in finish() */
+    bool existing;             /* -n: open the image already in the file */
+    bool target_is_zero;       /* existing target already reads as zeros */
+    struct ioq *ioq;           /* write queue, or NULL for plain writes */
+};
+
+/* qemu-img check's result fields. */
+struct bd_check_result {
+    int64_t corruptions, leaks, check_errors;
+    int64_t corruptions_fixed, leaks_fixed;
+    int64_t image_end_offset;
+    int64_t total_clusters, allocated_clusters;
+    int64_t fragmented_clusters, compressed_clusters;
+};
+
+#define BD_CHECK_FIX_LEAKS   0x1
+#define BD_CHECK_FIX_ERRORS  0x2
+
+/* --- the driver and the device --------------------------------------------- */
+
+struct bd;
+
+struct bd_driver {
+    const char *name;
+
+    /* 0 = not this format; higher = more certain.  `head` holds the first
+     * bytes of the file (up to 64 KiB, fewer if the file is shorter). */
+    int (*probe)(const uint8_t *head, size_t len, const char *filename);
+
+    /* Open the image in `f` (taken over: closed by close(), also on error).
+     * `parent` is the image that refers to this one (NULL for the top). */
+    int (*open)(struct bd **out, struct bfile *f, const struct bd_open_opts *o,
+                struct bd *parent, struct diag *d);
+
+    /* This layer's view of [off, off+len): fill *e (depth 0). */
+    int (*block_status)(struct bd *bd, uint64_t off, uint64_t len,
+                        struct bd_extent *e);
+
+    /* Guest bytes [off, off+len) of the whole chain.  Thread-safe. */
+    int (*pread)(struct bd *bd, void *buf, size_t len, uint64_t off);
+
+    /* Writing side, NULL for read-only formats. */
+    int (*create)(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+                  struct diag *d);
+    int (*pwrite)(struct bd *bd, const void *buf, size_t len, uint64_t off,
+                  ioq_done_fn done, void *opaque);
+    /* Make [off, off+len) read as zeros (holes in a new image cost nothing). */
+    int (*write_zeroes)(struct bd *bd, uint64_t off, uint64_t len);
+    /* Optional: compress one granule on a worker thread (thread-safe).  Returns
+     * the compressed length, or 0 when it does not shrink (store it plain). */
+    ssize_t (*compress)(struct bd *bd, const void *in, size_t len, void *out,
+                        size_t cap);
+    /* Optional: write a granule compress() produced. */
+    int (*pwrite_compressed)(struct bd *bd, const void *cdata, size_t clen,
+                             uint64_t off, ioq_done_fn done, void *opaque);
+    int (*finish)(struct bd *bd);
+    void (*abort)(struct bd *bd);
+
+    /* Frees everything, closes files and the backing chain. */
+    void (*close)(struct bd *bd);
+
+    /* Optional: add format details to the `info` object (qemu-img's keys:
+     * "cluster-size", "format-specific", "snapshots", "dirty-flag", ...). */
+    int (*info)(struct bd *bd, struct jval *obj);
+
+    /* Optional: verify metadata (qemu-img check). */
+    int (*check)(struct bd *bd, struct bd_check_result *r, unsigned fix);
+
+    /* Optional: change the virtual size. */
+    int (*resize)(struct bd *bd, uint64_t new_size, bool shrink);
+};
+
+struct bd {
+    const struct bd_driver *drv;
+    struct bfile *file;        /* the image file (descriptor, for vmdk) */
+    char *filename;            /* as given (top) or as resolved (references) */
+    uint64_t size;             /* virtual size in bytes */
+    uint32_t granule;          /* write/allocation unit (cluster size), >= 512 */
+    struct diag *diag;
+    const struct bd_open_opts *opts;  /* opts the chain was opened with */
+    struct bd *parent;         /* the image that refers to this one, or NULL */
+    int depth;                 /* 0 for the top image */
+
+    struct bd *backing;        /* opened backing file / parent disk, or NULL */
+    char *backing_name;        /* as stored in the image, or NULL */
+    char *backing_fmt;         /* as stored, or NULL */
+    bool backing_missing;      /* named but not opened (no_backing) */
+
+    bool dirty;                /* dirty flag / unclean shutdown marker */
+    void *priv;                /* driver state if not embedding */
+};
+
+/* Initialise the base fields (drivers call this in open/create). */
+void bd_init(struct bd *bd, const struct bd_driver *drv, struct bfile *f,
+             struct diag *d);
+
+/* --- generic operations ------------------------------------------------------ */
+
+/* Open `path` ("-" = stdin) with probing or o->format. */
+int bd_open(struct bd **out, const char *path, const struct bd_open_opts *o,
+            struct diag *d);
+
+/* Open an image over an already-open file (references, OVA members, fuzzing). */
+int bd_open_bfile(struct bd **out, struct bfile *f, const struct bd_open_opts *o,
+                  struct bd *parent, struct diag *d);
+
+/* A file an image refers to (backing file, data file, extent, parent).
+ * `ref` is resolved against the folder of `from`'s file; a reference that
+ * leaves that folder (absolute elsewhere, "..", a symlink out) is refused
+ * unless from->opts->allow_external.  Loops (the same file twice in one
+ * chain) and chains deeper than BD_MAX_DEPTH are refused.  On success *path
+ * is the resolved path (malloc'd). */
+#define BD_MAX_DEPTH 64
+int bd_resolve_ref(struct bd *from, const char *ref, char **path);
+int bd_open_ref_file(struct bd *from, const char *ref, bool writable,
+                     struct bfile **out);
+int bd_open_ref(struct bd *from, const char *ref, const char *format,
+                struct bd **out);
+
+/* The chain's view: like driver block_status, walking into backing files. */
+int bd_block_status(struct bd *bd, uint64_t off, uint64_t len,
+                    struct bd_extent *e);
+
+/* Guest bytes; reads past bd->size are an error. */
+int bd_pread(struct bd *bd, void *buf, size_t len, uint64_t off);
+
+/* Bytes of the layer below `bd` for a range `bd` leaves unallocated: read
+ * from bd->backing where it has them, zeros elsewhere (no backing file, or
+ * beyond its end).  For drivers' pread(). */
+int bd_pread_backing(struct bd *bd, void *buf, size_t len, uint64_t off);
+
+void bd_close(struct bd *bd);
+
+/* Free the base fields (backing chain, file, names); drivers' close() calls
+ * it before freeing their own struct. */
+void bd_release(struct bd *bd);
+
+/* The driver called `name`, or NULL. */
+const struct bd_driver *bd_find_driver(const char *name);
+
+/* Probe `f`'s first bytes; *drv is NULL when nothing but raw matches and the
+ * name does not claim a format (then the caller treats it as raw).  A file
+ * named *.qcow2, *.vmdk or *.ova that matches nothing fails with a hint to
+ * pass -f raw. */
+int bd_probe(struct bfile *f, const struct bd_driver **drv, struct diag *d);
+
+extern const struct bd_driver bd_raw;
+
+#endif

@@ -1,0 +1,98 @@
+/* bfile: the one way format drivers read (and write) bytes.
+ *
+ * A bfile is a regular file, a block device, a forward-only stream (a pipe on
+ * stdin) or a buffer in memory (fuzzing and unit tests).  Drivers never touch
+ * file descriptors for reading metadata; they call bfile_pread(), which
+ *   - reads exactly `len` bytes or fails (a short read before the requested
+ *     end is an error naming the file and offset, never silent zeros),
+ *   - retries EINTR and resumes short transfers,
+ *   - passes through the test-only fault injector (io/fault.h).
+ * On a stream, reads must go forward: the first BFILE_STREAM_HEAD bytes are
+ * kept so that probing and re-reading the header work, anything before the
+ * current position beyond that fails with -ESPIPE and a message saying the
+ * format needs a seekable input.  Stream reads are serialised internally.
+ */
+#ifndef DISKIMG_BFILE_H
+#define DISKIMG_BFILE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct diag;
+
+enum bfile_kind {
+    BFILE_REGULAR,
+    BFILE_BLOCKDEV,
+    BFILE_STREAM,   /* pipe/FIFO/socket: forward reads only */
+    BFILE_MEMORY,   /* read-only buffer owned by the caller */
+    BFILE_SLICE,    /* a byte range of another bfile (a member of an OVA) */
+};
+
+#define BFILE_STREAM_HEAD (64 * 1024)
+
+struct bfile {
+    enum bfile_kind kind;
+    int fd;                 /* -1 for BFILE_MEMORY */
+    char *path;             /* as the user or the referring image named it */
+    uint64_t size;          /* bytes; for streams UINT64_MAX until EOF is seen */
+    bool writable;
+    struct diag *diag;      /* where failures are recorded (may be NULL) */
+
+    const uint8_t *mem;     /* BFILE_MEMORY */
+
+    struct bfile *base;     /* BFILE_SLICE: the containing file (not owned) */
+    uint64_t base_off;      /* BFILE_SLICE: where the slice starts in it */
+
+    /* BFILE_STREAM state */
+    pthread_mutex_t lock;
+    uint64_t pos;           /* next byte the pipe will deliver */
+    uint8_t *head;          /* first min(pos, BFILE_STREAM_HEAD) bytes */
+};
+
+/* Flags for bfile_open. */
+#define BFILE_O_RDWR    0x1   /* open for writing too */
+#define BFILE_O_DIRECT  0x2   /* O_DIRECT (cache=none) */
+#define BFILE_O_CREATE  0x4   /* create exclusively (O_CREAT|O_EXCL) */
+
+/* Open `path` ("-" is stdin, read-only stream).  Fails with a message for a
+ * missing file, a directory, a permission problem.  Returns 0 or -errno. */
+int bfile_open(struct bfile **out, const char *path, unsigned flags,
+               struct diag *d);
+
+/* Wrap an already-open descriptor (taken over: closed by bfile_close). */
+int bfile_from_fd(struct bfile **out, int fd, const char *path, bool writable,
+                  struct diag *d);
+
+/* A read-only file over `len` bytes at `data` (not copied, not freed). */
+int bfile_open_mem(struct bfile **out, const char *name, const void *data,
+                   size_t len, struct diag *d);
+
+/* A read-only view of `len` bytes at `off` of `base` (which must outlive it). */
+int bfile_open_slice(struct bfile **out, struct bfile *base, uint64_t off,
+                     uint64_t len, const char *name);
+
+void bfile_close(struct bfile *f);
+
+/* Exactly `len` bytes at `off`, or an error recorded in f->diag. */
+int bfile_pread(struct bfile *f, void *buf, size_t len, uint64_t off);
+
+/* Up to `len` bytes at `off`; *got is set to what the file holds there (0 at
+ * or past the end is not an error here).  Other errors as bfile_pread. */
+int bfile_pread_upto(struct bfile *f, void *buf, size_t len, uint64_t off,
+                     size_t *got);
+
+/* Exactly `len` bytes at `off` (sequential writes on a stream). */
+int bfile_pwrite(struct bfile *f, const void *buf, size_t len, uint64_t off);
+
+/* fsync, with the file named on failure. */
+int bfile_sync(struct bfile *f);
+
+/* Re-read the size (after the file was written or truncated). */
+int bfile_refresh_size(struct bfile *f);
+
+/* Bytes the file occupies on disk (st_blocks * 512), 0 for non-files. */
+uint64_t bfile_allocated(const struct bfile *f);
+
+#endif

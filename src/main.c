@@ -1,0 +1,50 @@
+/* diskimg: dispatch to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+};
+
+static const struct command commands[] = {
+    { "convert", cmd_convert },
+    { "info", cmd_info },
+    { "sparsify", cmd_sparsify },
+};
+
+static const char usage_text[] =
+    "Usage: diskimg COMMAND [OPTIONS] ARGS...\n"
+    "Convert, inspect and sparsify disk images (raw, qcow2, vmdk).\n"
+    "\n"
+    "Commands:\n"
+    "  convert  [-f FMT] [-O FMT] [-o OPTS] [-S SIZE] [-n] [-p] [-q] [-m N] [-W]\n"
+    "           [-t CACHE] SRC DST\n"
+    "                       copy an image, leaving zero ranges as holes\n"
+    "  info     [-f FMT] [--output=human|json] IMG\n"
+    "                       show the format, sizes and details of an image\n"
+    "  sparsify [--dry-run] [-S SIZE] IMG\n"
+    "                       punch holes into the zero runs of a raw image, in place\n"
+    "\n"
+    "  diskimg COMMAND --help   options of one command\n"
+    "  diskimg --version        version\n"
+    "\n"
+    "Sizes take the suffixes K, M, G, T, P, E (powers of 1024).\n"
+    "Exit status: 0 success, 1 error (details per command in diskimg(1)).\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error(NULL, "no command given");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
+        return cli_help(usage_text);
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
+        return cli_help(cli_version_text);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+}

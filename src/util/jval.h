@@ -1,0 +1,55 @@
+/* jval: a small tree of JSON values, built by commands and drivers and
+ * printed either as JSON (the layout of qemu-img --output=json: 4-space
+ * indent, keys in insertion order) or as qemu-img's indented human form.
+ * Allocation failure aborts: the trees are tiny and bounded by the caller.
+ */
+#ifndef DISKIMG_JVAL_H
+#define DISKIMG_JVAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum jtype { J_NULL, J_BOOL, J_INT, J_UINT, J_DOUBLE, J_STRING, J_ARRAY, J_OBJECT };
+
+struct jval {
+    enum jtype type;
+    union {
+        bool b;
+        int64_t i;
+        uint64_t u;
+        double d;
+        char *s;
+    } v;
+    /* J_ARRAY / J_OBJECT children, in order; keys for J_OBJECT */
+    struct jval **items;
+    char **keys;
+    size_t n, cap;
+};
+
+struct jval *jv_null(void);
+struct jval *jv_bool(bool b);
+struct jval *jv_int(int64_t i);
+struct jval *jv_uint(uint64_t u);
+struct jval *jv_double(double d);
+struct jval *jv_str(const char *s);
+struct jval *jv_array(void);
+struct jval *jv_object(void);
+
+/* Set obj[key] = v (replacing an existing key in place); returns v. */
+struct jval *jv_set(struct jval *obj, const char *key, struct jval *v);
+/* Append v to arr; returns v. */
+struct jval *jv_push(struct jval *arr, struct jval *v);
+/* obj[key] or NULL. */
+struct jval *jv_get(const struct jval *obj, const char *key);
+
+void jv_free(struct jval *v);
+
+/* JSON, pretty-printed with 4-space indentation, no trailing newline. */
+void jv_print_json(FILE *out, const struct jval *v, int indent);
+/* One-line JSON (progress lines, map records). */
+void jv_print_compact(FILE *out, const struct jval *v);
+/* Write `s` as a JSON string literal. */
+void jv_print_string(FILE *out, const char *s);
+
+#endif

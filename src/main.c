@@ -13,6 +13,7 @@ struct command {
 static const struct command commands[] = {
     { "convert", cmd_convert },
     { "info", cmd_info },
+    { "check", cmd_check },
     { "sparsify", cmd_sparsify },
 };
 
@@ -26,6 +27,8 @@ static const char usage_text[] =
     "                       copy an image, leaving zero ranges as holes\n"
     "  info     [-f FMT] [--output=human|json] IMG\n"
     "                       show the format, sizes and details of an image\n"
+    "  check    [-f FMT] [--output=human|json] IMG\n"
+    "                       verify an image's metadata (exit 2 corrupt, 3 leaks)\n"
     "  sparsify [--dry-run] [-S SIZE] IMG\n"
     "                       punch holes into the zero runs of a raw image, in place\n"
     "\n"

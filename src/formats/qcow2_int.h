@@ -121,7 +121,7 @@ struct qcow2_snapshot {
 };
 
 /* Decode one snapshot table entry from `buf` (`len` bytes available).
- * *entry_len is its length including padding.  Strings are malloc'd. */
+ * *entry_len is its length without padding.  Strings are malloc'd. */
 int qcow2_snapshot_decode(const struct qcow2_header *h, const uint8_t *buf, size_t len,
                           uint64_t where, struct qcow2_snapshot *sn, size_t *entry_len,
                           struct diag *d, const char *path);

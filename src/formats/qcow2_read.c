@@ -8,8 +8,10 @@
  * with one read per run, zeros without I/O, unallocated ranges from the
  * backing file, compressed clusters inflated in the calling thread.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +179,31 @@ static int map(struct qcow2 *q, uint64_t off, uint64_t len, bool one_cluster,
     return r;
 }
 
+/* A data run whose host bytes are a hole of the file (preallocation=metadata
+ * leaves those) reads as zeros: shorten *len to the hole or to the data
+ * before the next hole.  Bytes at or past the end of the file are left as
+ * data, so that pread() reports clusters missing from a truncated file. */
+static bool host_hole(struct bfile *f, uint64_t host, uint64_t *len)
+{
+    if (f->kind != BFILE_REGULAR || host >= f->size)
+        return false;
+    off_t data = lseek(f->fd, (off_t)host, SEEK_DATA);
+    if (data < 0 || (uint64_t)data >= f->size) {
+        if (data < 0 && errno != ENXIO)
+            return false;   /* no SEEK_DATA here: all data */
+        data = (off_t)f->size;
+    }
+    if ((uint64_t)data > host) {
+        if (*len > (uint64_t)data - host)
+            *len = (uint64_t)data - host;
+        return true;
+    }
+    off_t hole = lseek(f->fd, (off_t)host, SEEK_HOLE);
+    if (hole > (off_t)host && (uint64_t)hole - host < *len)
+        *len = (uint64_t)hole - host;
+    return false;
+}
+
 int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent *e)
 {
     struct qcow2 *q = to_qcow2(bd);
@@ -207,6 +234,8 @@ int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exte
     case QK_DATA:
         e->flags = BD_ALLOCATED | BD_DATA;
         e->host_offset = (int64_t)run.host;
+        if (host_hole(q->data ? q->data : bd->file, run.host, &e->len))
+            e->flags |= BD_ZERO;
         break;
     case QK_COMPRESSED:
         e->flags = BD_ALLOCATED | BD_DATA | BD_COMPRESSED;

@@ -14,11 +14,12 @@
 #include "util/diag.h"
 #include "util/endian.h"
 
+/* Length of an entry without its padding (the last entry of a table may
+ * end the file, unpadded). */
 static size_t entry_size(const uint8_t *fixed)
 {
-    size_t n = QS_FIXED_LENGTH + (size_t)be32_get(fixed + QS_EXTRA_DATA_SIZE) +
-               be16_get(fixed + QS_ID_STR_SIZE) + be16_get(fixed + QS_NAME_SIZE);
-    return (n + 7) & ~(size_t)7;
+    return QS_FIXED_LENGTH + (size_t)be32_get(fixed + QS_EXTRA_DATA_SIZE) +
+           be16_get(fixed + QS_ID_STR_SIZE) + be16_get(fixed + QS_NAME_SIZE);
 }
 
 static char *dup_str(const uint8_t *p, size_t n)
@@ -104,7 +105,7 @@ int qcow2_read_snapshots(struct qcow2 *q)
 {
     struct bd *bd = &q->bd;
     const struct qcow2_header *h = &q->h;
-    uint64_t off = h->snapshots_offset, total = 0;
+    uint64_t off = h->snapshots_offset, end = off;
     uint8_t *buf = NULL;
     size_t cap = 0;
     int r = 0;
@@ -116,6 +117,7 @@ int qcow2_read_snapshots(struct qcow2 *q)
         return diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
     for (uint32_t i = 0; i < h->nb_snapshots; i++) {
         uint8_t fixed[QS_FIXED_LENGTH];
+        off = (end + 7) & ~7ULL;    /* entries start 8-aligned */
         if (off >= q->file_size || q->file_size - off < QS_FIXED_LENGTH) {
             r = diag_fail(bd->diag, -EINVAL, bd->filename, (int64_t)off,
                           "snapshot table entry %" PRIu32 " at offset %" PRIu64
@@ -127,7 +129,7 @@ int qcow2_read_snapshots(struct qcow2 *q)
         if (r < 0)
             break;
         size_t n = entry_size(fixed);
-        if (total + n > QCOW2_MAX_SNAPSHOT_TABLE) {
+        if (off + n - h->snapshots_offset > QCOW2_MAX_SNAPSHOT_TABLE) {
             r = diag_fail(bd->diag, -EINVAL, bd->filename, (int64_t)off,
                           "snapshot table is larger than %u bytes (entry %" PRIu32 ")",
                           QCOW2_MAX_SNAPSHOT_TABLE, i);
@@ -157,11 +159,10 @@ int qcow2_read_snapshots(struct qcow2 *q)
         if (r < 0)
             break;
         q->nsnaps = i + 1;
-        off += used;
-        total += used;
+        end = off + used;
     }
     free(buf);
-    q->snapshots_size = total;
+    q->snapshots_size = end - h->snapshots_offset;
     return r;
 }
 

@@ -100,6 +100,8 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
         c->res->check_errors++;
         return;
     }
+    /* as qemu counts it: contiguity within one L2 table */
+    c->next_contiguous = 0;
     for (uint32_t j = 0; j < h->l2_entries; j++) {
         const uint8_t *p = c->buf + (size_t)j * h->l2_entry_bytes;
         uint64_t e = be64_get(p);
@@ -138,7 +140,7 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
         if (h->version < 3 || h->extended_l2)
             reserved |= QCOW2_L2_ZERO;
         if (e & reserved) {
-            WARN(c, "ERROR found l2 entry with reserved bits set: 0x%" PRIx64, e);
+            WARN(c, "ERROR found l2 entry with reserved bits set: %" PRIx64, e);
             c->res->corruptions++;
         }
         uint64_t host = e & QCOW2_L2_OFFSET_MASK;
@@ -147,7 +149,7 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
         if (!has_host) {
             if (alloc) {
                 WARN(c, "ERROR: Unallocated cluster has non-zero subcluster allocation "
-                     "bitmap");
+                     "map");
                 c->res->corruptions++;
             }
             continue;
@@ -181,8 +183,6 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
     int r = 0;
 
     inc_refs(c, l1_off, (uint64_t)l1_size * 8);
-    if (frag)
-        c->next_contiguous = 0;
     chunk = malloc(L1_CHUNK * 8);
     if (!chunk)
         return diag_fail(c->q->bd.diag, -ENOMEM, c->q->bd.filename, -1, "out of memory");
@@ -198,7 +198,7 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
             uint64_t e = be64_get(chunk + (size_t)i * 8);
             uint64_t l2 = e & QCOW2_L1_OFFSET_MASK;
             if (e & QCOW2_L1_RESERVED) {
-                WARN(c, "ERROR found L1 entry with reserved bits set: 0x%" PRIx64, e);
+                WARN(c, "ERROR found L1 entry with reserved bits set: %" PRIx64, e);
                 c->res->corruptions++;
             }
             if (!l2)
@@ -260,7 +260,7 @@ static uint64_t stored_refcount(struct chk *c, uint64_t k, bool *ok)
     *ok = true;
     if (ti >= c->reft_len)
         return 0;
-    uint64_t boff = c->reft[ti];
+    uint64_t boff = c->reft[ti] & QCOW2_REFT_OFFSET_MASK;
     if (boff == 0)
         return 0;
     if (boff & (c->cs - 1)) {
@@ -313,7 +313,12 @@ static int read_refcount_table(struct chk *c)
 static void check_refblocks(struct chk *c)
 {
     for (uint64_t i = 0; i < c->reft_len; i++) {
-        uint64_t off = c->reft[i];
+        uint64_t off = c->reft[i] & QCOW2_REFT_OFFSET_MASK;
+        if (c->reft[i] & QCOW2_REFT_RESERVED) {
+            WARN(c, "ERROR refcount table entry %" PRIu64 " has reserved bits set", i);
+            c->res->corruptions++;
+            continue;
+        }
         if (off & (c->cs - 1)) {
             WARN(c, "ERROR refcount block %" PRIu64 " is not cluster aligned; refcount "
                  "table entry corrupted", i);
@@ -338,7 +343,7 @@ static void check_refblocks(struct chk *c)
 
 static void compare_refcounts(struct chk *c, int64_t *highest)
 {
-    *highest = -1;
+    *highest = 0;   /* as qemu: the header cluster at least */
     for (uint64_t k = 0; k < c->n; k++) {
         bool ok;
         uint64_t stored = stored_refcount(c, k, &ok);
@@ -496,7 +501,7 @@ int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
     }
     check_refblocks(&c);
 
-    int64_t highest;
+    int64_t highest = 0;
     compare_refcounts(&c, &highest);
     if ((r = check_copied(&c)) < 0)
         goto out;

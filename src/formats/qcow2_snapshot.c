@@ -129,6 +129,13 @@ int qcow2_read_snapshots(struct qcow2 *q)
         if (r < 0)
             break;
         size_t n = entry_size(fixed);
+        if (be32_get(fixed + QS_EXTRA_DATA_SIZE) > QCOW2_MAX_SNAPSHOT_EXTRA) {
+            /* the decoder names the field at fault */
+            size_t unused;
+            r = qcow2_snapshot_decode(h, fixed, sizeof(fixed), off, &q->snaps[i], &unused,
+                                      bd->diag, bd->filename);
+            break;
+        }
         if (off + n - h->snapshots_offset > QCOW2_MAX_SNAPSHOT_TABLE) {
             r = diag_fail(bd->diag, -EINVAL, bd->filename, (int64_t)off,
                           "snapshot table is larger than %u bytes (entry %" PRIu32 ")",

@@ -43,3 +43,15 @@ peek32() {
 }
 
 bdmap() { "$BDREAD" "$@" -m | tail -n 1; }
+
+# ext_end IMG: offset of the end-of-extensions marker of a v3 image
+ext_end() {
+    local off; off=$(peek32 "$1" 100)     # header_length
+    while :; do
+        local type len
+        type=$(peek32 "$1" "$off"); len=$(peek32 "$1" $((off + 4)))
+        [ "$type" = 0 ] && { echo "$off"; return; }
+        off=$((off + 8 + (len + 7) / 8 * 8))
+        [ "$off" -lt 65536 ] || fail "no end of header extensions in $1"
+    done
+}

@@ -50,7 +50,7 @@ static int decode_compressed(const struct qcow2_header *h, bool data_file, uint6
                    e, where, host);
     out->kind = QK_COMPRESSED;
     out->host = host;
-    /* whole sectors from the one holding `host`; at most one cluster */
+    /* whole sectors from the one holding `host`: at most two clusters */
     out->csize = (uint32_t)(nsec * QCOW2_COMPRESSED_SECTOR - (host % QCOW2_COMPRESSED_SECTOR));
     return 0;
 }

@@ -193,7 +193,8 @@ struct qcow2_inflate_slot *qcow2_inflate_pool_take(struct qcow2_inflate_pool *p)
     s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
-    s->in = malloc((size_t)p->cluster_size + QCOW2_COMPRESSED_SECTOR);
+    /* the descriptor can span up to two clusters of sectors */
+    s->in = malloc((size_t)p->cluster_size * 2);
     s->out = malloc(p->cluster_size);
     if (!s->in || !s->out || qcow2_inflater_new(&s->z, p->type) < 0) {
         slot_free(s);

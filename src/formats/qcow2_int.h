@@ -85,7 +85,7 @@ int qcow2_inflate(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
 /* A free list of inflaters with their buffers, one per concurrent reader. */
 struct qcow2_inflate_slot {
     struct qcow2_inflater *z;
-    uint8_t *in;     /* cluster_size + 512 */
+    uint8_t *in;     /* 2 * cluster_size: the most a descriptor can span */
     uint8_t *out;    /* cluster_size */
     struct qcow2_inflate_slot *next;
 };

@@ -290,22 +290,16 @@ static uint64_t stored_refcount(struct chk *c, uint64_t k, bool *ok)
 static int read_refcount_table(struct chk *c)
 {
     uint64_t bytes = (uint64_t)c->h->refcount_table_clusters * c->cs;
-    uint8_t *raw = malloc(bytes);
 
     c->reft_len = bytes / 8;
     c->reft = malloc(bytes);
-    if (!raw || !c->reft) {
-        free(raw);
+    if (!c->reft)
         return diag_fail(c->q->bd.diag, -ENOMEM, c->q->bd.filename, -1, "out of memory");
-    }
-    int r = read_zero_fill(c, raw, bytes, c->h->refcount_table_offset);
-    if (r < 0) {
-        free(raw);
+    int r = read_zero_fill(c, c->reft, bytes, c->h->refcount_table_offset);
+    if (r < 0)
         return r;
-    }
     for (uint64_t i = 0; i < c->reft_len; i++)
-        c->reft[i] = be64_get(raw + i * 8);
-    free(raw);
+        c->reft[i] = be64_get((const uint8_t *)&c->reft[i]);
     return 0;
 }
 

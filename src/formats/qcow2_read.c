@@ -24,7 +24,6 @@ int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t l
 {
     struct bd *bd = &q->bd;
     uint64_t bytes = (uint64_t)loaded * 8;
-    uint8_t *raw;
     uint64_t *l1;
 
     free(q->l1);
@@ -38,22 +37,17 @@ int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t l
                          "L1 table (%" PRIu32 " entries at offset %" PRIu64
                          ") runs past the end of the file (%" PRIu64 " bytes)",
                          entries, offset, q->file_size);
-    raw = malloc(bytes);
     l1 = malloc(bytes);
-    if (!raw || !l1) {
-        free(raw);
-        free(l1);
+    if (!l1)
         return diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
-    }
-    int r = bfile_pread(bd->file, raw, bytes, offset);
+    int r = bfile_pread(bd->file, l1, bytes, offset);
     if (r < 0) {
-        free(raw);
         free(l1);
         return r;
     }
+    /* to host byte order in place (each entry is read before it is written) */
     for (uint32_t i = 0; i < loaded; i++)
-        l1[i] = be64_get(raw + (size_t)i * 8);
-    free(raw);
+        l1[i] = be64_get((const uint8_t *)&l1[i]);
     q->l1 = l1;
     q->l1_len = loaded;
     return 0;

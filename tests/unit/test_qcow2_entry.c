@@ -108,7 +108,7 @@ static void test_compressed(void)
         /* (maxsec + 1) sectors from the one holding host: at most two clusters */
         CHECK(e.csize == (maxsec + 1) * 512 - 777 % 512);
         CHECK(e.csize <= 2 * h.cluster_size);
-        ent = 1ULL << 62 | 0 << x | host;
+        ent = 1ULL << 62 | host;           /* no additional sectors */
         CHECK_OK(l2(&h, false, ent, 0, 0, &e), &d);
         CHECK(e.csize == 512 - 777 % 512);
         if (x > 56) {

@@ -309,8 +309,9 @@ int cmd_convert(int argc, char **argv)
         /* with --salvage the sources report apart, so that their read errors
          * become warnings instead of the command's error */
         if ((r = bd_open(&src[i], a.srcs[i], &oo, a.salvage ? &src_d : &d)) < 0) {
-            if (a.salvage)
-                cli_report(&src_d);
+            if (!a.salvage)
+                goto fail;
+            cli_report(&src_d);
             goto fail_quiet;
         }
         if (src[i]->file && src[i]->file->kind == BFILE_STREAM)

@@ -67,7 +67,7 @@ static int run(const char *fmt, ...)
 }
 
 /* Whole output of a command into a malloc'd string. */
-static char *capture(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *capture(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));
 static char *capture(const char *fmt, ...)
 {
     char cmd[8192];
@@ -106,7 +106,7 @@ static uint64_t rnd(void)
 enum { RUN_RANDOM, RUN_TEXT, RUN_ZERO };
 
 /* Runs of 512 B..max_run of random bytes, text or zeros. */
-static void gen_data(uint8_t *p, uint64_t size, uint64_t seed, uint64_t max_run)
+__attribute__((unused)) static void gen_data(uint8_t *p, uint64_t size, uint64_t seed, uint64_t max_run)
 {
     static const char *const words[] = { "disk ", "image ", "qcow2 ", "cluster ",
                                          "the ", "zero ", "table ", "\n" };
@@ -135,7 +135,7 @@ static void gen_data(uint8_t *p, uint64_t size, uint64_t seed, uint64_t max_run)
     }
 }
 
-static int write_file(const char *path, const void *buf, uint64_t len)
+__attribute__((unused)) static int write_file(const char *path, const void *buf, uint64_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
@@ -201,7 +201,7 @@ static int flush_run(struct bd *bd, const uint8_t *data, uint64_t start, uint64_
 
 /* Write `data` (size bytes) as a qcow2 image at `path`.  Returns 0 or the
  * writer's error (message in *d). */
-static int feed(const char *path, const uint8_t *data, uint64_t size,
+__attribute__((unused)) static int feed(const char *path, const uint8_t *data, uint64_t size,
                 const struct feed_opts *fo, struct feed_stats *st, struct diag *d)
 {
     struct kvopts kv = { 0 };
@@ -337,7 +337,7 @@ static int qcheck(const char *path)
     return run("qemu-img check -q '%s' >/dev/null 2>&1", path);
 }
 
-static uint64_t file_size(const char *path)
+__attribute__((unused)) static uint64_t file_size(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;

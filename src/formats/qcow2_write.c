@@ -202,7 +202,10 @@ static int check_range(struct qcow2w *w, uint64_t off, uint64_t len, const char 
                          "internal error: %s of %llu bytes past the end of the image "
                          "(%llu bytes)", op, (unsigned long long)len,
                          (unsigned long long)w->p.size);
-    if ((off & (w->cs - 1)) || ((len & (w->cs - 1)) && off + len != w->p.size))
+    /* only the last cluster may be written short (the image size is rounded
+     * up to 512 bytes, so the source may end before it) */
+    if ((off & (w->cs - 1)) ||
+        ((len & (w->cs - 1)) && div_up(off + len, w->cs) != div_up(w->p.size, w->cs)))
         return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
                          "internal error: %s of %llu bytes is not aligned to the "
                          "%u-byte cluster size", op, (unsigned long long)len, w->cs);

@@ -62,6 +62,9 @@ struct qcow2w_params {
 int qcow2w_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
                         struct qcow2w_params *p, char *err, size_t errlen);
 
+/* `-o help` text for qcow2 output (qemu-img's wording). */
+extern const char qcow2w_options_help[];
+
 /* Entries of an L1 table that covers `size` bytes; 0 when too large for
  * qemu's 32 MiB L1 limit (err set). */
 uint64_t qcow2w_l1_entries(const struct qcow2w_params *p, char *err, size_t errlen);

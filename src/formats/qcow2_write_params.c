@@ -116,7 +116,8 @@ int qcow2w_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
     int r;
 
     memset(p, 0, sizeof(*p));
-    p->size = co->size;
+    /* qemu rounds the virtual size up to whole 512-byte sectors */
+    p->size = co->size + (uint64_t)(-co->size & 511);
     p->version = 3;
     p->refcount_order = 4;
     p->compression_type = QCOW2_COMPRESSION_ZLIB;
@@ -194,7 +195,7 @@ int qcow2w_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
     if (co->compress && p->prealloc != QCOW2W_PREALLOC_OFF)
         return bad(err, errlen, "Compression and preallocation not supported at the same "
                    "time");
-    if (p->size > (UINT64_C(1) << 62))
+    if (co->size > (UINT64_C(1) << 62))
         return bad(err, errlen, "The image size is too large for file format 'qcow2'");
     return 0;
 }
@@ -213,3 +214,16 @@ uint64_t qcow2w_l1_entries(const struct qcow2w_params *p, char *err, size_t errl
     }
     return l1 ? l1 : 1;
 }
+
+const char qcow2w_options_help[] =
+    "Supported qcow2 options:\n"
+    "  backing_file=<str>     - File name of a base image\n"
+    "  backing_fmt=<str>      - Image format of the base image\n"
+    "  cluster_size=<size>    - qcow2 cluster size (512 to 2M, a power of two; default 64K)\n"
+    "  compat=<str>           - Compatibility level (0.10 [v2] or 1.1 [v3], default 1.1)\n"
+    "  compression_type=<str> - Compression method for -c: zlib (default) or zstd\n"
+    "  extended_l2=<bool (on/off)> - Extended L2 tables (cluster_size >= 16K)\n"
+    "  lazy_refcounts=<bool (on/off)> - Postpone refcount updates\n"
+    "  preallocation=<str>    - Preallocation mode (allowed values: off, metadata, falloc, full)\n"
+    "  refcount_bits=<num>    - Width of a reference count entry in bits (1..64, default 16)\n"
+    "  size=<size>            - Virtual disk size\n";

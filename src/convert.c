@@ -208,12 +208,27 @@ static void make_runs(struct cv *cv, struct job *j)
     size_t len = (size_t)j->len;
 
     if (!o->out_backing) {
-        size_t n = zd_scan_runs(j->buf, len, j->off, cv->scan_granule,
+        /* The image's last granule may be cut short by its end; pad it with
+         * zeros so that a zero tail counts as a whole granule (its block
+         * can still be freed), then clip the runs to the real length.
+         * Only the image end can be unaligned: jobs start and stop on
+         * granule boundaries everywhere else. */
+        size_t scan_len = len;
+        uint64_t end = j->off + len;
+        if (end == cv->total && end % cv->scan_granule) {
+            scan_len = (size_t)(align_up(end, cv->scan_granule) - j->off);
+            memset(j->buf + len, 0, scan_len - len);
+        }
+        size_t n = zd_scan_runs(j->buf, scan_len, j->off, cv->scan_granule,
                                 (size_t)o->sparse_size, j->zruns);
-        for (size_t i = 0; i < n; i++)
-            j->runs[i] = (struct run){ j->zruns[i].off, j->zruns[i].len,
-                                       j->zruns[i].zero ? RUN_ZERO : RUN_DATA };
-        j->nruns = n;
+        j->nruns = 0;
+        for (size_t i = 0; i < n && j->zruns[i].off < len; i++) {
+            uint32_t rl = j->zruns[i].len;
+            if (j->zruns[i].off + rl > len)
+                rl = (uint32_t)(len - j->zruns[i].off);
+            j->runs[j->nruns++] = (struct run){ j->zruns[i].off, rl,
+                                                j->zruns[i].zero ? RUN_ZERO : RUN_DATA };
+        }
         return;
     }
     /* over a backing file: per granule, skip what the backing already says */

@@ -8,14 +8,16 @@
 # -t unsafe.  Prints median times, the ratios diskimg/qemu-img and the
 # output sizes.
 #
-#   bench/qcow2.sh [-n RUNS] [-s SIZE] [-k] [WORKDIR]
-#     -n RUNS   runs per tool and case (default 3; the median is reported)
-#     -s SIZE   bench disk size (default 4G)
+#   bench/qcow2.sh [-n RUNS] [-s SIZE] [-k] [-c CASES] [WORKDIR]
+#     WORKDIR   default $BENCH_DIR or bench/out
+#     -n RUNS   runs per tool and case (default $BENCH_RUNS or 3; medians)
+#     -s SIZE   bench disk size (default $BENCH_SIZE or 4G; the disk file is
+#               shared with bench/run.sh: WORKDIR/disk-SIZE.raw)
 #     -k        keep the last outputs (for a look with qemu-img)
 #     -c CASES  comma list of: plain,zlib,zstd (default all)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-runs=3 size=4G keep=0 cases=plain,zlib,zstd
+runs=${BENCH_RUNS:-3} size=${BENCH_SIZE:-4G} keep=0 cases=plain,zlib,zstd
 while getopts "n:s:kc:" opt; do
     case $opt in
         n) runs=$OPTARG ;;
@@ -26,7 +28,7 @@ while getopts "n:s:kc:" opt; do
     esac
 done
 shift $((OPTIND - 1))
-work=${1:-$top/bench/out}
+work=${1:-${BENCH_DIR:-$top/bench/out}}
 diskimg=${DISKIMG:-$top/build/diskimg}
 genimg=$top/build/tools/genimg
 command -v qemu-img >/dev/null || { echo "qemu-img not installed" >&2; exit 1; }

@@ -358,7 +358,7 @@ static int q_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
     return 0;
 }
 
-static ssize_t q_compress(struct bd *bd, const void *in, size_t len, void *out, size_t cap)
+ssize_t qcow2w_compress(struct bd *bd, const void *in, size_t len, void *out, size_t cap)
 {
     struct qcow2w *w = to_qcow2w(bd);
     ssize_t r;
@@ -553,7 +553,7 @@ const struct bd_driver bd_qcow2_out = {
     .create = qcow2w_create,
     .pwrite = q_pwrite,
     .write_zeroes = q_write_zeroes,
-    .compress = q_compress,
+    .compress = qcow2w_compress,
     .pwrite_compressed = q_pwrite_compressed,
     .finish = q_finish,
     .abort = q_abort,

@@ -99,7 +99,12 @@ ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len,
 /* The writing driver (name "qcow2", probe NULL). */
 extern const struct bd_driver bd_qcow2_out;
 
+/* For the reading driver's table (bd_qcow2): `.create = qcow2w_create,
+ * .compress = qcow2w_compress` -- convert checks the format's driver for
+ * compress before create(); the bd that create() returns is bd_qcow2_out,
+ * which has every writing op. */
 int qcow2w_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                   struct diag *d);
+ssize_t qcow2w_compress(struct bd *bd, const void *in, size_t len, void *out, size_t cap);
 
 #endif

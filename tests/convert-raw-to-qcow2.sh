@@ -50,6 +50,14 @@ ok "$DISKIMG" convert -t unsafe -S 0 -O qcow2 src.raw full.qcow2
 qemu-img check -q full.qcow2 || fail "check -S 0"
 qcompare src.raw full.qcow2
 
+# -t none (O_DIRECT): qcow2 metadata is not block-aligned, still works
+ok "$DISKIMG" convert -t none -O qcow2 src.raw direct.qcow2
+ok "$DISKIMG" convert -t none -c -O qcow2 src.raw directc.qcow2
+for f in direct.qcow2 directc.qcow2; do
+    qemu-img check -q $f || fail "check $f"
+    qcompare src.raw $f
+done
+
 # the header is the last thing written and the output appears only at the end
 ok "$DISKIMG" convert -O qcow2 src.raw durable.qcow2
 qemu-img check -q durable.qcow2 || fail "check (durable)"

@@ -161,6 +161,15 @@ int qcow2w_create(struct bd **out, struct bfile *f, const struct bd_create_opts 
         goto nomem;
     if ((r = qcow2w_rc_init(w)) < 0 || (r = qcow2w_l2_init(w)) < 0)
         goto fail;
+    /* -t none opens the output with O_DIRECT, but qcow2 metadata and packed
+     * compressed clusters are written at byte offsets and lengths: write
+     * through the page cache instead (the data is still synced in finish
+     * when durable) */
+    int fl = f->fd >= 0 ? fcntl(f->fd, F_GETFL) : -1;
+    if (fl >= 0 && (fl & O_DIRECT) && fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+        r = diag_errno(d, -errno, f->path, -1, "cannot turn off O_DIRECT");
+        goto fail;
+    }
     /* a fresh file: nothing of an earlier content may show through */
     if (f->kind == BFILE_REGULAR && f->size && ftruncate(f->fd, 0) < 0) {
         r = diag_errno(d, -errno, f->path, -1, "cannot truncate");

@@ -170,6 +170,13 @@ static int parse_args(int argc, char **argv, struct args *a)
             return cli_usage_error("convert", "bad option");
         }
     }
+    if (kvopts_wants_help(&a->o)) {
+        const struct bd_driver *drv = bd_find_driver(a->out_fmt);
+        if (!drv || !drv->create)
+            return cli_usage_error("convert", "unknown output format '%s'", a->out_fmt);
+        fputs(drv->create_options_help ? drv->create_options_help : "no options\n", stdout);
+        return -1;
+    }
     if (argc - optind < 2)
         return cli_usage_error("convert", "expected a source and a destination");
     a->srcs = argv + optind;

@@ -85,12 +85,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 static void print_help_options(const char *fmt)
 {
-    if (!strcmp(fmt, "qcow2"))
-        fputs(qcow2w_options_help, stdout);
-    else
-        fputs("Supported raw options:\n"
-              "  preallocation=<str>    - Preallocation mode (allowed values: off)\n"
-              "  size=<size>            - Virtual disk size\n", stdout);
+    const struct bd_driver *drv = bd_find_driver(fmt);
+    if (drv && drv->create_options_help)
+        fputs(drv->create_options_help, stdout);
 }
 
 /* The backing file's size (opened relative to IMG's folder, as qemu does). */

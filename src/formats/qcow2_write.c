@@ -559,6 +559,7 @@ static void q_close(struct bd *bd)
 
 const struct bd_driver bd_qcow2_out = {
     .name = "qcow2",
+    .create_options_help = qcow2w_options_help,
     .create = qcow2w_create,
     .pwrite = q_pwrite,
     .write_zeroes = q_write_zeroes,

@@ -1,4 +1,5 @@
-/* qcow2 driver: probe, open, close (reading side).
+/* qcow2 driver: probe, open, close (reading side); the writing side is
+ * qcow2_write*.c (create() returns a bd of its own driver, bd_qcow2_out).
  *
  * open() decodes and validates the header, loads the L1 table being read
  * (bounded by the virtual size, by qemu's 32 MiB limit and by the file
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "formats/qcow2_int.h"
+#include "formats/qcow2_write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 
@@ -154,4 +156,8 @@ const struct bd_driver bd_qcow2 = {
     .close = qcow2_close,
     .info = qcow2_info,
     .check = qcow2_check,
+    /* writing: a new image is a bd_qcow2_out (qcow2_write.c) */
+    .create_options_help = qcow2w_options_help,
+    .create = qcow2w_create,
+    .compress = qcow2w_compress,
 };

@@ -15,6 +15,15 @@ enum {
 /* Bit set of ZD_CPU_* this CPU and OS can run (computed on each call). */
 unsigned zd_cpu_features(void);
 
+/* The raw CPUID and XCR0 words that decision is made from, and the pure
+ * decision itself (unit-tested with made-up values). */
+struct zd_cpuid {
+    uint32_t leaf1_ecx, leaf1_edx; /* CPUID leaf 1 */
+    uint32_t leaf7_ebx;            /* CPUID leaf 7 subleaf 0 */
+    uint64_t xcr0;                 /* XGETBV(0); 0 unless OSXSAVE */
+};
+unsigned zd_cpu_decide(const struct zd_cpuid *c);
+
 typedef size_t (*zd_prefix_fn)(const void *buf, size_t len);
 
 struct zd_impl {

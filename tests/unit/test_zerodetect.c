@@ -6,12 +6,14 @@
  *   start, so any over-read or under-read faults (under ASan the bytes around
  *   a buffer inside the mapping are poisoned too).
  * - zd_zero_prefix per variant, zd_force_impl, DISKIMG_ZERO_IMPL (by
- *   re-executing this binary), thread-safe first use.
+ *   re-executing this binary), thread-safe first use; the CPUID+XGETBV
+ *   decision with made-up register values and against the compiler's own.
  * - zd_scan_runs: edge cases derived by hand, then a random differential test
  *   against a simple reference, for every variant, with the runs array
  *   sized exactly as documented and placed against a guard page.
  */
 #include "zerodetect/zerodetect.h"
+#include "zerodetect/zd_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -343,6 +345,55 @@ static void test_zero_prefix(void)
     }
     zd_force_impl(NULL);
     guarded_free(&g);
+}
+
+/* ---- CPU feature decision ---- */
+
+static void test_cpu_decide(void)
+{
+    const uint32_t sse2 = 1u << 26, osxsave = 1u << 27, avx = 1u << 28;
+    const uint32_t avx2 = 1u << 5, avx512f = 1u << 16, avx512bw = 1u << 30;
+    static const struct {
+        uint32_t ecx, edx, ebx7;
+        uint64_t xcr0;
+        unsigned want;
+    } cases[] = {
+        { 0, 0, 0, 0, 0 },
+        { 0, sse2, 0, 0, ZD_CPU_SSE2 },
+        /* AVX2 needs OSXSAVE, AVX and the OS saving XMM and YMM */
+        { osxsave | avx, sse2, avx2, 0x7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
+        { osxsave | avx, sse2, avx2, 0x3, ZD_CPU_SSE2 },
+        { osxsave | avx, sse2, avx2, 0x5, ZD_CPU_SSE2 },
+        { avx, sse2, avx2, 0x7, ZD_CPU_SSE2 },
+        { osxsave, sse2, avx2, 0x7, ZD_CPU_SSE2 },
+        /* AVX-512BW needs F and BW, and opmask, ZMM_Hi256, Hi16_ZMM saved */
+        { osxsave | avx, sse2, avx2 | avx512f | avx512bw, 0xe7,
+          ZD_CPU_SSE2 | ZD_CPU_AVX2 | ZD_CPU_AVX512BW },
+        { osxsave | avx, sse2, avx2 | avx512f | avx512bw, 0x7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
+        { osxsave | avx, sse2, avx2 | avx512f | avx512bw, 0xc7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
+        { osxsave | avx, sse2, avx2 | avx512f | avx512bw, 0xa7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
+        { osxsave | avx, sse2, avx2 | avx512f | avx512bw, 0x67, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
+        { osxsave | avx, sse2, avx2 | avx512f, 0xe7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
+        { osxsave | avx, sse2, avx2 | avx512bw, 0xe7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
+        { osxsave | avx, sse2, avx2 | avx512f | avx512bw, 0xe3, ZD_CPU_SSE2 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct zd_cpuid c = { cases[i].ecx, cases[i].edx, cases[i].ebx7, cases[i].xcr0 };
+        unsigned got = zd_cpu_decide(&c);
+        if (got != cases[i].want)
+            failf("zd_cpu_decide case %zu: got 0x%x, want 0x%x", i, got, cases[i].want);
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    /* this machine, against the compiler runtime's own CPUID+XGETBV check */
+    unsigned f = zd_cpu_features();
+    __builtin_cpu_init();
+    bool cc_avx2 = __builtin_cpu_supports("avx2");
+    bool cc_avx512bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    if (!!(f & ZD_CPU_AVX2) != cc_avx2 || !!(f & ZD_CPU_AVX512BW) != cc_avx512bw ||
+        !(f & ZD_CPU_SSE2))
+        failf("zd_cpu_features() = 0x%x, compiler runtime says avx2 %d avx512bw %d", f, cc_avx2,
+              cc_avx512bw);
+#endif
 }
 
 /* ---- forcing a variant ---- */
@@ -707,6 +758,7 @@ int main(int argc, char **argv)
         printf(" %s", impl_names[i]);
     printf(" (default %s)\n", zd_impl_name());
 
+    RUN(test_cpu_decide);
     RUN(test_env);
     RUN(test_force);
     RUN(test_lengths_alignments);

@@ -376,6 +376,8 @@ static void test_cpu_decide(void)
         { osxsave | avx, sse2, avx2 | avx512f, 0xe7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
         { osxsave | avx, sse2, avx2 | avx512bw, 0xe7, ZD_CPU_SSE2 | ZD_CPU_AVX2 },
         { osxsave | avx, sse2, avx2 | avx512f | avx512bw, 0xe3, ZD_CPU_SSE2 },
+        /* the AVX-512BW variant also uses AVX2 instructions */
+        { osxsave | avx, sse2, avx512f | avx512bw, 0xe7, ZD_CPU_SSE2 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct zd_cpuid c = { cases[i].ecx, cases[i].edx, cases[i].ebx7, cases[i].xcr0 };

@@ -47,6 +47,7 @@ typedef uint64_t __attribute__((may_alias)) zd_word;
 #define ZD_OR(a, b) ((a) | (b))
 #define ZD_ISZERO(v) ((v) == 0)
 #define ZD_SMALL(p, len) small_is_zero(p, len)
+#define ZD_BLOCK 8
 #include "zerodetect/zd_template.h"
 #undef ZD_SUFFIX
 #undef ZD_TARGET
@@ -57,6 +58,7 @@ typedef uint64_t __attribute__((may_alias)) zd_word;
 #undef ZD_OR
 #undef ZD_ISZERO
 #undef ZD_SMALL
+#undef ZD_BLOCK
 
 #ifdef ZD_X86
 /* ---- SSE2: 16-byte vectors; no PTEST before SSE4.1, so compare+movemask ---- */
@@ -69,6 +71,7 @@ typedef uint64_t __attribute__((may_alias)) zd_word;
 #define ZD_OR(a, b) _mm_or_si128(a, b)
 #define ZD_ISZERO(v) (_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128())) == 0xffff)
 #define ZD_SMALL(p, len) small_is_zero(p, len)
+#define ZD_BLOCK 8
 #include "zerodetect/zd_template.h"
 #undef ZD_SUFFIX
 #undef ZD_TARGET
@@ -79,6 +82,7 @@ typedef uint64_t __attribute__((may_alias)) zd_word;
 #undef ZD_OR
 #undef ZD_ISZERO
 #undef ZD_SMALL
+#undef ZD_BLOCK
 
 /* ---- AVX2: 32-byte vectors ---- */
 __attribute__((target("avx2")))
@@ -101,6 +105,7 @@ static inline bool small_is_zero_avx2(const unsigned char *p, size_t len)
 #define ZD_OR(a, b) _mm256_or_si256(a, b)
 #define ZD_ISZERO(v) _mm256_testz_si256(v, v)
 #define ZD_SMALL(p, len) small_is_zero_avx2(p, len)
+#define ZD_BLOCK 8
 #include "zerodetect/zd_template.h"
 #undef ZD_SUFFIX
 #undef ZD_TARGET
@@ -111,6 +116,7 @@ static inline bool small_is_zero_avx2(const unsigned char *p, size_t len)
 #undef ZD_OR
 #undef ZD_ISZERO
 #undef ZD_SMALL
+#undef ZD_BLOCK
 
 /* ---- AVX-512BW: 64-byte vectors.  Not executable on every test machine:
  * it shares the template with the variants that are, and below 64 bytes it
@@ -135,6 +141,7 @@ static inline bool small_is_zero_avx512bw(const unsigned char *p, size_t len)
 #define ZD_OR(a, b) _mm512_or_si512(a, b)
 #define ZD_ISZERO(v) (_mm512_test_epi64_mask(v, v) == 0)
 #define ZD_SMALL(p, len) small_is_zero_avx512bw(p, len)
+#define ZD_BLOCK 4 /* 256 B, as AVX2 */
 #include "zerodetect/zd_template.h"
 #undef ZD_SUFFIX
 #undef ZD_TARGET
@@ -145,6 +152,7 @@ static inline bool small_is_zero_avx512bw(const unsigned char *p, size_t len)
 #undef ZD_OR
 #undef ZD_ISZERO
 #undef ZD_SMALL
+#undef ZD_BLOCK
 #endif /* ZD_X86 */
 
 const struct zd_impl zd_impl_table[] = {

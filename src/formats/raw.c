@@ -210,11 +210,16 @@ static int raw_clear(struct raw *r, uint64_t off, uint64_t len)
     struct bfile *f = r->bd.file;
 
     if (r->can_punch) {
-        size_t l = (size_t)len;
+        /* at the end of the file, punch the whole last block (KEEP_SIZE
+         * allows a range past the end) so that it is freed, not zeroed */
+        uint64_t plen = len;
+        if (off + len == f->size && len % 4096)
+            plen += 4096 - len % 4096;
+        size_t l = (size_t)plen;
         int inj = fault_inject(FAULT_PUNCH, &l);
         int rc = inj < 0 ? inj : 0;
         if (!rc && fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                             (off_t)off, (off_t)len) < 0)
+                             (off_t)off, (off_t)plen) < 0)
             rc = -errno;
         if (rc == 0)
             return 0;

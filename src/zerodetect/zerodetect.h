@@ -26,9 +26,11 @@ static inline bool buffer_is_zero(const void *buf, size_t len)
     /* Three single bytes first, as three separate short-circuiting branches:
      * first, last and middle sit on different cache lines, and most non-zero
      * blocks (real data) are rejected by the first or second one, so the rest
-     * of the block is never touched and no call is made.  Measured on a real
-     * image conversion, doing this inline cut the zero check's share of the
-     * run by about a fifth. */
+     * of the block is never touched and no call is made.  QEMU measured on a
+     * real image conversion that doing this inline cut the zero check's
+     * share of the run by about a fifth; here, checking the 4 KiB or 512 B
+     * granules of a 1 MiB chunk of random data, it was 1.9-2.9x faster than
+     * going straight to the vector code. */
     if (p[0])
         return false;
     if (p[len - 1])

@@ -65,17 +65,20 @@ static bool ceiling_sse2(const void *buf, size_t len)
 __attribute__((noinline, target("avx2")))
 static bool ceiling_avx2(const void *buf, size_t len)
 {
-    const unsigned char *p = buf;
+    const unsigned char *p = buf, *stop = p + len / 256 * 256;
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    size_t i = 0;
-    for (; i + 128 <= len; i += 128) {
-        a0 = _mm256_or_si256(a0, _mm256_loadu_si256((const __m256i *)(const void *)(p + i)));
-        a1 = _mm256_or_si256(a1, _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 32)));
-        a2 = _mm256_or_si256(a2, _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 64)));
-        a3 = _mm256_or_si256(a3, _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 96)));
+    for (; p < stop; p += 256) {
+        a0 = _mm256_or_si256(a0, _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)p),
+                                                  _mm256_loadu_si256((const __m256i *)(const void *)(p + 128))));
+        a1 = _mm256_or_si256(a1, _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)(p + 32)),
+                                                  _mm256_loadu_si256((const __m256i *)(const void *)(p + 160))));
+        a2 = _mm256_or_si256(a2, _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)(p + 64)),
+                                                  _mm256_loadu_si256((const __m256i *)(const void *)(p + 192))));
+        a3 = _mm256_or_si256(a3, _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(const void *)(p + 96)),
+                                                  _mm256_loadu_si256((const __m256i *)(const void *)(p + 224))));
     }
     __m256i v = _mm256_or_si256(_mm256_or_si256(a0, a1), _mm256_or_si256(a2, a3));
-    return _mm256_testz_si256(v, v) && scalar_or(p + i, len - i) == 0;
+    return _mm256_testz_si256(v, v) && scalar_or(stop, len % 256) == 0;
 }
 
 __attribute__((noinline, target("avx2,avx512f,avx512bw")))

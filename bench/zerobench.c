@@ -270,8 +270,9 @@ static void bench_scan(bool quick)
                 fprintf(stderr, "zerobench: scanners disagree (%zu vs %zu runs)\n", n1, n2);
                 exit(1);
             }
-            printf("%-20s %7zu %9.1f %9.1f %6.2fx %6zu\n", patterns[pi], g, summary(a, rounds),
-                   summary(b, rounds), median(r, rounds), n1);
+            double sa = summary(a, rounds), sb = summary(b, rounds);
+            printf("%-20s %7zu %9.1f %9.1f %6.2fx %6zu\n", patterns[pi], g, sa, sb,
+                   best_of ? sa / sb : median(r, rounds), n1);
         }
     }
     free(runs);

@@ -100,6 +100,9 @@ struct bd;
 struct bd_driver {
     const char *name;
 
+    /* What `-o help` prints for this output format (NULL: no options). */
+    const char *create_options_help;
+
     /* 0 = not this format; higher = more certain.  `head` holds the first
      * bytes of the file (up to 64 KiB, fewer if the file is shorter). */
     int (*probe)(const uint8_t *head, size_t len, const char *filename);

@@ -16,6 +16,7 @@ static const struct command commands[] = {
     { "info", cmd_info },
     { "check", cmd_check },
     { "sparsify", cmd_sparsify },
+    { "measure", cmd_measure },
 };
 
 static const char usage_text[] =
@@ -34,6 +35,8 @@ static const char usage_text[] =
     "                       verify an image's metadata (exit 2 corrupt, 3 leaks)\n"
     "  sparsify [--dry-run] [-S SIZE] IMG\n"
     "                       punch holes into the zero runs of a raw image, in place\n"
+    "  measure  [-O FMT] [-o OPTS] [--output=human|json] (--size N | [-f FMT] IMG)\n"
+    "                       the size a new image would need (as qemu-img measure)\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

@@ -36,6 +36,7 @@ static void qcow2_close(struct bd *bd)
         qcow2_snapshot_clear(&q->snaps[i]);
     free(q->snaps);
     bfile_close(q->data);
+    pthread_mutex_destroy(&q->prealloc_lock);
     bd_release(bd);
     free(q);
 }
@@ -105,6 +106,8 @@ static int qcow2_open(struct bd **out, struct bfile *f, const struct bd_open_opt
         return r;
     }
     bd_init(&q->bd, &bd_qcow2, f, d);
+    pthread_mutex_init(&q->prealloc_lock, NULL);
+    q->prealloc = -1;
     q->bd.opts = o;
     q->bd.parent = parent;
     q->bd.depth = parent ? parent->depth + 1 : 0;
@@ -160,4 +163,5 @@ const struct bd_driver bd_qcow2 = {
     .create_options_help = qcow2w_options_help,
     .create = qcow2w_create,
     .compress = qcow2w_compress,
+    .measure = qcow2_measure,
 };

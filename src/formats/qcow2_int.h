@@ -174,12 +174,23 @@ struct qcow2 {
     struct qcow2_snapshot *snaps;
     uint32_t nsnaps;
     uint64_t snapshots_size;        /* bytes of the snapshot table */
+
+    /* metadata preallocation (data clusters may be holes of the file),
+     * found out on first use: -1 not yet, 0 no, 1 yes */
+    pthread_mutex_t prealloc_lock;
+    int prealloc;
 };
 
 static inline struct qcow2 *to_qcow2(struct bd *bd)
 {
     return (struct qcow2 *)bd;
 }
+
+/* qcow2_prealloc.c: does the image look preallocated with
+ * preallocation=metadata (far more clusters in use than the file has
+ * blocks)?  Then block status looks for holes under data clusters, as qemu
+ * does; otherwise a data cluster is data. */
+bool qcow2_metadata_preallocated(struct qcow2 *q);
 
 /* qcow2_snapshot.c */
 int qcow2_read_snapshots(struct qcow2 *q);

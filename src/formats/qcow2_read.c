@@ -174,7 +174,7 @@ static int map(struct qcow2 *q, uint64_t off, uint64_t len, bool one_cluster,
 }
 
 /* A data run whose host bytes are a hole of the file (preallocation=metadata
- * leaves those) reads as zeros: shorten *len to the hole or to the data
+ * leaves those; only looked for in such images, as qemu does) reads as zeros: shorten *len to the hole or to the data
  * before the next hole.  Bytes at or past the end of the file are left as
  * data, so that pread() reports clusters missing from a truncated file. */
 static bool host_hole(struct bfile *f, uint64_t host, uint64_t *len)
@@ -228,7 +228,8 @@ int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exte
     case QK_DATA:
         e->flags = BD_ALLOCATED | BD_DATA;
         e->host_offset = (int64_t)run.host;
-        if (host_hole(q->data ? q->data : bd->file, run.host, &e->len))
+        if (qcow2_metadata_preallocated(q) &&
+            host_hole(q->data ? q->data : bd->file, run.host, &e->len))
             e->flags |= BD_ZERO;
         break;
     case QK_COMPRESSED:

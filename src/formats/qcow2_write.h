@@ -109,6 +109,12 @@ uint64_t qcow2_fully_allocated_size(uint64_t virtual_size, unsigned cluster_bits
 int qcow2_measure(struct kvopts *o, uint64_t size, struct bd *src,
                   struct bd_measure *m, struct diag *d);
 
+/* qcow2 output to a stream (qcow2_stream.c): two passes (bd_driver.next_pass),
+ * the layout planned in the first, every byte written in order in the second.
+ * qcow2w_create hands stream outputs to it. */
+int qcow2s_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+                  struct diag *d);
+
 /* The writing driver (name "qcow2", probe NULL). */
 extern const struct bd_driver bd_qcow2_out;
 

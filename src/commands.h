@@ -10,5 +10,6 @@ int cmd_info(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_sparsify(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
+int cmd_resize(int argc, char **argv);
 
 #endif

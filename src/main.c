@@ -17,6 +17,7 @@ static const struct command commands[] = {
     { "check", cmd_check },
     { "sparsify", cmd_sparsify },
     { "measure", cmd_measure },
+    { "resize", cmd_resize },
 };
 
 static const char usage_text[] =
@@ -37,6 +38,8 @@ static const char usage_text[] =
     "                       punch holes into the zero runs of a raw image, in place\n"
     "  measure  [-O FMT] [-o OPTS] [--output=human|json] (--size N | [-f FMT] IMG)\n"
     "                       the size a new image would need (as qemu-img measure)\n"
+    "  resize   [-f FMT] [--shrink] [-q] IMG [+|-]SIZE\n"
+    "                       change the virtual size of a raw or qcow2 image\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

@@ -116,7 +116,8 @@ struct bd_driver {
     /* Guest bytes [off, off+len) of the whole chain.  Thread-safe. */
     int (*pread)(struct bd *bd, void *buf, size_t len, uint64_t off);
 
-    /* Writing side, NULL for read-only formats. */
+    /* Writing side, NULL for read-only formats.  create() takes over `f`
+     * only when it succeeds (closed by close()). */
     int (*create)(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                   struct diag *d);
     int (*pwrite)(struct bd *bd, const void *buf, size_t len, uint64_t off,

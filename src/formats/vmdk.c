@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "formats/vmdk_int.h"
 #include "io/bfile.h"
@@ -368,6 +369,31 @@ static struct vmdk_extent *find_extent(struct vmdk *v, uint64_t off)
     return &v->ext[lo];
 }
 
+/* A flat extent's holes (SEEK_HOLE) read as zeros without being read. */
+static void flat_block_status(const struct vmdk_extent *x, uint64_t host, uint64_t n,
+                              struct bd_extent *e)
+{
+    e->flags = BD_ALLOCATED | BD_DATA;
+    e->len = n;
+    if (x->file->kind != BFILE_REGULAR)
+        return;
+    off_t data = lseek(x->file->fd, (off_t)host, SEEK_DATA);
+    if (data < 0) {
+        if (errno == ENXIO)     /* only a hole from here to the end of the file */
+            e->flags = BD_ALLOCATED | BD_ZERO;
+        return;
+    }
+    if ((uint64_t)data > host) {
+        uint64_t hole = (uint64_t)data - host;
+        e->flags = BD_ALLOCATED | BD_ZERO;
+        e->len = hole < n ? hole : n;
+        return;
+    }
+    off_t hole = lseek(x->file->fd, (off_t)host, SEEK_HOLE);
+    if (hole >= 0 && (uint64_t)hole > host && (uint64_t)hole - host < n)
+        e->len = (uint64_t)hole - host;
+}
+
 static int vmdk_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent *e)
 {
     struct vmdk *v = to_vmdk(bd);
@@ -385,9 +411,8 @@ static int vmdk_block_status(struct bd *bd, uint64_t off, uint64_t len, struct b
         return 0;
     case VMDK_EXT_FLAT:
     case VMDK_EXT_VMFS:
-        e->flags = BD_ALLOCATED | BD_DATA;
-        e->len = n;
-        if (x->file == bd->file) {
+        flat_block_status(x, x->flat_off + (off - x->start), n, e);
+        if (x->file == bd->file && (e->flags & BD_DATA)) {
             e->host_offset = (int64_t)(x->flat_off + (off - x->start));
             e->host = bd;
         }
@@ -461,6 +486,11 @@ static int vmdk_info(struct bd *bd, struct jval *obj)
     jv_set(fs, "data", data);
     jv_set(obj, "format-specific", fs);
     jv_set(obj, "dirty-flag", jv_bool(bd->dirty));
+    /* like qemu-img: the descriptor and every extent file */
+    uint64_t actual = bfile_allocated(bd->file);
+    for (size_t i = 0; i < v->n_files; i++)
+        actual += bfile_allocated(v->files[i]);
+    jv_set(obj, "actual-size", jv_uint(actual));
     return 0;
 }
 

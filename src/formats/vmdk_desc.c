@@ -330,9 +330,18 @@ bool vmdk_desc_probe(const uint8_t *head, size_t len)
     const char *p = (const char *)head, *end = p + len;
     unsigned lines = 0;
 
+    /* text only: no control bytes but tab/CR/LF; NUL padding may follow
+     * the text (qemu pads a rewritten descriptor to a sector) */
+    const uint8_t *nul = memchr(head, 0, len);
+    if (nul) {
+        for (size_t i = (size_t)(nul - head); i < len; i++)
+            if (head[i])
+                return false;
+        len = (size_t)(nul - head);
+        end = p + len;
+    }
     if (len == 0)
         return false;
-    /* text only: no NUL or other control bytes but tab/CR/LF */
     for (size_t i = 0; i < len; i++) {
         uint8_t c = head[i];
         if (c < 0x20 && c != '\t' && c != '\r' && c != '\n' && c != '\f')

@@ -325,6 +325,16 @@ static bool starts_with_ci(const char *s, const char *e, const char *word)
     return (size_t)(e - s) >= n && strncasecmp(s, word, n) == 0;
 }
 
+static bool all_digits(const char *s, const char *e)
+{
+    if (s == e)
+        return false;
+    for (; s < e; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
 bool vmdk_desc_probe(const uint8_t *head, size_t len)
 {
     const char *p = (const char *)head, *end = p + len;
@@ -368,9 +378,8 @@ bool vmdk_desc_probe(const uint8_t *head, size_t len)
             const char *t = s;
             if (next_token(&t, le, &ts, &te) &&
                 (tok_is(ts, te, "RW") || tok_is(ts, te, "RDONLY") || tok_is(ts, te, "NOACCESS"))) {
-                uint64_t n;
                 const char *xs, *xe;
-                if (next_token(&t, le, &ts, &te) && parse_u64(ts, te, UINT64_MAX, &n) &&
+                if (next_token(&t, le, &ts, &te) && all_digits(ts, te) &&
                     next_token(&t, le, &xs, &xe)) {
                     for (size_t i = 0; i < sizeof(ext_types) / sizeof(ext_types[0]); i++)
                         if (tok_is(xs, xe, ext_types[i].name))

@@ -312,7 +312,9 @@ static int ova_open(struct bd **out, struct bfile *f, const struct bd_open_opts 
     if (r < 0)
         goto fail;
     a->inner_opts = *o;
-    a->inner_opts.format = NULL;
+    /* no probing: on a pipe the probe would read past the member's header,
+     * which could then not be read again */
+    a->inner_opts.format = "vmdk";
     a->inner_opts.disk_index = 0;
     r = bd_open_bfile(&a->inner, slice, &a->inner_opts, &a->bd, d);
     if (r < 0)

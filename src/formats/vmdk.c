@@ -146,7 +146,7 @@ static int open_extent(struct vmdk *v, const struct vmdk_desc_extent *de, uint64
         return diag_fail(d, -ENOTSUP, x->name, 0,
                          "seSparse extents (ESXi space-efficient snapshots) are not supported");
     x->type = VMDK_EXT_SPARSE;
-    return vmdk_sparse_open(v, x, de->sectors);
+    return vmdk_sparse_open(v, x, de->sectors, NULL, 0);
 }
 
 static int open_descriptor_file(struct vmdk *v)
@@ -190,7 +190,7 @@ static int open_descriptor_file(struct vmdk *v)
 }
 
 /* A sparse (or COWD) file that is the whole disk. */
-static int open_monolithic(struct vmdk *v, bool cowd)
+static int open_monolithic(struct vmdk *v, bool cowd, const uint8_t *head, size_t head_len)
 {
     struct diag *d = v->bd.diag;
     struct vmdk_extent *x = add_extent(v);
@@ -210,7 +210,7 @@ static int open_monolithic(struct vmdk *v, bool cowd)
                              "a COWD (vmfsSparse) extent needs a seekable input");
         return vmdk_cowd_open(v, x, UINT64_MAX);
     }
-    r = vmdk_sparse_open(v, x, UINT64_MAX);
+    r = vmdk_sparse_open(v, x, UINT64_MAX, head, head_len);
     if (r < 0)
         return r;
     if (x->hdr.desc_offset) {
@@ -289,7 +289,7 @@ static void vmdk_close(struct bd *bd)
 static int do_open(struct vmdk *v)
 {
     struct bfile *f = v->bd.file;
-    uint8_t head[8] = { 0 };
+    uint8_t head[VMDK4_HEADER_SIZE] = { 0 };
     size_t got;
     int r;
 
@@ -298,9 +298,9 @@ static int do_open(struct vmdk *v)
     if (r < 0)
         return r;
     if (got >= 4 && le32_get(head) == VMDK4_MAGIC)
-        r = open_monolithic(v, false);
+        r = open_monolithic(v, false, head, got);
     else if (got >= 4 && le32_get(head) == COWD_MAGIC)
-        r = open_monolithic(v, true);
+        r = open_monolithic(v, true, NULL, 0);
     else if (got >= 8 && le64_get(head) == SESPARSE_MAGIC)
         r = diag_fail(v->bd.diag, -ENOTSUP, f->path, 0,
                       "seSparse extents (ESXi space-efficient snapshots) are not supported");

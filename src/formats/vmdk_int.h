@@ -88,7 +88,9 @@ struct vmdk {
 };
 
 /* vmdk_sparse.c */
-int vmdk_sparse_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors);
+/* `head`: the file's first bytes if already read, else NULL. */
+int vmdk_sparse_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors,
+                     const uint8_t *head, size_t head_len);
 int vmdk_cowd_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors);
 int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off,
                              uint64_t len, struct bd_extent *e);

@@ -99,15 +99,21 @@ static int footer_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t *gd_sector)
     return 0;
 }
 
-int vmdk_sparse_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors)
+int vmdk_sparse_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors,
+                     const uint8_t *head, size_t head_len)
 {
     uint8_t buf[VMDK4_HEADER_SIZE];
     struct vmdk4_header *h = &x->hdr;
     int r;
 
-    r = bfile_pread(x->file, buf, sizeof(buf), 0);
-    if (r < 0)
+    if (head) {     /* already read (a pipe cannot be read twice) */
+        if (head_len < sizeof(buf))
+            return diag_fail(D(v), -EIO, x->name, (int64_t)head_len,
+                             "file is truncated inside the sparse extent header");
+        memcpy(buf, head, sizeof(buf));
+    } else if ((r = bfile_pread(x->file, buf, sizeof(buf), 0)) < 0) {
         return r;
+    }
     r = vmdk4_header_decode(buf, sizeof(buf), h, D(v), x->name, 0);
     if (r < 0)
         return r;

@@ -46,12 +46,15 @@ static int vmdk_probe(const uint8_t *head, size_t len, const char *filename)
 
 static struct vmdk_extent *add_extent(struct vmdk *v)
 {
-    struct vmdk_extent *n = realloc(v->ext, (v->n_ext + 1) * sizeof(*n));
-    if (!n)
-        return NULL;
-    v->ext = n;
-    memset(&n[v->n_ext], 0, sizeof(*n));
-    return &n[v->n_ext++];
+    if ((v->n_ext & (v->n_ext - 1)) == 0) {     /* grow at powers of two */
+        size_t cap = v->n_ext ? v->n_ext * 2 : 1;
+        struct vmdk_extent *n = realloc(v->ext, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        v->ext = n;
+    }
+    memset(&v->ext[v->n_ext], 0, sizeof(*v->ext));
+    return &v->ext[v->n_ext++];
 }
 
 /* The name qemu-img shows for an extent: next to the descriptor. */
@@ -79,10 +82,13 @@ static int extent_file(struct vmdk *v, const char *ref, struct bfile **out)
             return 0;
         }
     }
-    struct bfile **n = realloc(v->files, (v->n_files + 1) * sizeof(*n));
-    if (!n)
-        return diag_fail(v->bd.diag, -ENOMEM, v->bd.filename, -1, "out of memory");
-    v->files = n;
+    if ((v->n_files & (v->n_files - 1)) == 0) {
+        size_t cap = v->n_files ? v->n_files * 2 : 1;
+        struct bfile **n = realloc(v->files, cap * sizeof(*n));
+        if (!n)
+            return diag_fail(v->bd.diag, -ENOMEM, v->bd.filename, -1, "out of memory");
+        v->files = n;
+    }
     int r = bd_open_ref_file(&v->bd, ref, false, out);
     if (r < 0)
         return r;

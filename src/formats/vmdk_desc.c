@@ -196,12 +196,15 @@ static int parse_extent(struct pctx *c, struct vmdk_desc *out, enum vmdk_access 
         free(x.filename);
         return fail_line(c, ls, le, "extents add up to more than 2^41 sectors");
     }
-    struct vmdk_desc_extent *n = realloc(out->ext, (out->n_ext + 1) * sizeof(*n));
-    if (!n) {
-        free(x.filename);
-        return diag_fail(c->d, -ENOMEM, c->file, c->off, "out of memory");
+    if ((out->n_ext & (out->n_ext - 1)) == 0) {     /* grow at powers of two */
+        size_t cap = out->n_ext ? out->n_ext * 2 : 4;
+        struct vmdk_desc_extent *n = realloc(out->ext, cap * sizeof(*n));
+        if (!n) {
+            free(x.filename);
+            return diag_fail(c->d, -ENOMEM, c->file, c->off, "out of memory");
+        }
+        out->ext = n;
     }
-    out->ext = n;
     out->ext[out->n_ext++] = x;
     out->total_sectors += x.sectors;
     return 0;

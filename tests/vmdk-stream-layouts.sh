@@ -5,8 +5,10 @@
 #   header - GD at the end, its offset in the header and in a footer
 #   front  - GD and GTs at the start, grains after, EOS, no footer (VMware)
 #   qemu   - GD and GTs at the start, no EOS (qemu-img)
-# plus vSphere progress markers (type 4), 4 KiB grains, and grains in
-# descending order (fine from a file, refused from a pipe).
+# plus vSphere progress markers (type 4), 4 KiB grains, grains in
+# descending order (fine from a file, refused from a pipe), a damaged footer
+# (the markers are scanned instead), and uncompressed hosted sparse files
+# with 4 KiB and 1 MiB grains.
 . "$(dirname "$0")/lib.sh"
 need python3
 need qemu-img
@@ -15,7 +17,8 @@ cat > "$T/mkstream.py" <<'PY'
 import struct, sys, zlib
 src, out, layout = sys.argv[1:4]
 opts = sys.argv[4:]
-grain = 8 if "small-grain" in opts else 128          # sectors
+grain = 8 if "small-grain" in opts else 2048 if "big-grain" in opts else 128  # sectors
+plain = "plain" in opts      # uncompressed hosted sparse (monolithicSparse)
 gtes = 512
 data = open(src, "rb").read()
 cap = len(data) // 512
@@ -29,8 +32,9 @@ desc = ('# Disk DescriptorFile\nversion=1\nCID=1234abcd\nparentCID=ffffffff\n'
         'RDONLY %d SPARSE "x.vmdk"\n\nddb.adapterType = "lsilogic"\n' % cap).encode()
 
 def header(gd):
-    h = struct.pack('<4sIIQQQQIQQQB4sH', b'KDMV', 3, 0x30001, cap, grain, 1, 20, gtes,
-                    0, gd, overhead, 0, b'\n \r\n', 1)
+    h = struct.pack('<4sIIQQQQIQQQB4sH', b'KDMV', 1 if plain else 3,
+                    0x3 if plain else 0x30001, cap, grain, 1, 20, gtes,
+                    0, gd, overhead, 0, b'\n \r\n', 0 if plain else 1)
     return h + bytes(512 - len(h))
 
 def marker(value, typ, extra=0):
@@ -52,8 +56,11 @@ for g in order:
         chunk += bytes(gb - len(chunk))
     if "progress" in opts and g % 3 == 0:
         body += marker(0, 4, g * grain)   # progress: the LBA after the type
-    c = zlib.compress(chunk, 6)
     gt[g] = overhead + len(body) // 512
+    if plain:
+        body += chunk
+        continue
+    c = zlib.compress(chunk, 6)
     rec = struct.pack('<QI', g * grain, len(c)) + c
     body += rec + bytes(-len(rec) % 512)
 f = bytearray()
@@ -69,7 +76,7 @@ if front:
         f += t + bytes(gt_sectors * 512 - len(t))
     f += bytes(overhead * 512 - len(f))
     f += body
-    if layout == "front":
+    if layout == "front" and not plain:
         f += marker(0, 0)
 else:
     f += header(0xffffffffffffffff)      # patched below for "header"
@@ -119,6 +126,25 @@ done
 
 python3 "$T/mkstream.py" "$T/src.raw" "$T/p.vmdk" footer progress small-grain || fail "mkstream"
 readback "$T/p.vmdk" "progress markers, 4 KiB grains"
+
+for g in small-grain big-grain; do
+    python3 "$T/mkstream.py" "$T/src.raw" "$T/h.vmdk" front plain $g || fail "mkstream"
+    qemu-img compare -q "$T/src.raw" "$T/h.vmdk" || fail "qemu-img disagrees on plain $g"
+    rm -f "$T/out.raw"
+    ok "$DISKIMG" convert -O raw "$T/h.vmdk" "$T/out.raw"
+    cmp "$T/src.raw" "$T/out.raw" || fail "hosted sparse with $g: wrong content"
+    ok "$BUILD/tools/vmdkcat" -t 2 "$T/h.vmdk" "$T/out2.raw"
+    cmp "$T/src.raw" "$T/out2.raw" || fail "hosted sparse with $g, two threads: wrong content"
+    rm -f "$T/out2.raw"
+done
+python3 "$T/mkstream.py" "$T/src.raw" "$T/fs.vmdk" front small-grain || fail "mkstream"
+readback "$T/fs.vmdk" "front layout, 4 KiB grains"
+
+# the footer damaged: the grains are found by walking the markers
+python3 "$T/mkstream.py" "$T/src.raw" "$T/nf.vmdk" footer || fail "mkstream"
+size=$(stat -c %s "$T/nf.vmdk")
+dd if=/dev/zero of="$T/nf.vmdk" bs=512 seek=$((size / 512 - 2)) count=1 conv=notrunc status=none
+readback "$T/nf.vmdk" "no valid footer"
 
 # qemu-img's own streamOptimized output
 qemu-img convert -f raw -O vmdk -o subformat=streamOptimized "$T/src.raw" "$T/q.vmdk" ||

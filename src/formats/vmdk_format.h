@@ -45,6 +45,7 @@ struct diag;
 #define VMDK_MAX_SECTORS       (1ull << 41)
 #define VMDK_MAX_DESC_BYTES    (1u << 20)
 #define VMDK_MAX_EXTENTS       8192u
+#define VMDK_MAX_SCAN_GRAINS   (4u << 20)  /* grains indexed by scanning (64 MiB) */
 
 struct vmdk4_header {
     uint32_t version;          /* 1..3 */

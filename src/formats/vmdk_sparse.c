@@ -356,6 +356,17 @@ int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off
         end = x->len;
     while (pos < end) {
         uint32_t n;
+        if (x->gd && x->gd[g / x->gtes] == 0) {
+            /* no grain table: the whole span is unallocated, skip it at once */
+            if (started && kind != G_UNALLOC)
+                break;
+            started = true;
+            kind = G_UNALLOC;
+            g = (g / x->gtes + 1) * x->gtes;
+            uint64_t tend = g * x->grain_bytes;
+            pos = tend < end ? tend : end;
+            continue;
+        }
         int r = grains_get(v, x, g, BATCH, refs, &n);
         if (r < 0)
             return r;

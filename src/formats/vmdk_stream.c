@@ -131,6 +131,12 @@ int vmdk_scan_grains(struct vmdk *v, struct vmdk_extent *x)
     if (!cbuf)
         return diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
     while ((r = walk_next(v, x, &pos, cbuf, &g, &csize, &at)) > 0) {
+        if (x->n_scan >= VMDK_MAX_SCAN_GRAINS) {
+            r = diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
+                          "more than %u grains to index without a grain directory",
+                          VMDK_MAX_SCAN_GRAINS);
+            break;
+        }
         if (x->n_scan >= limit) {
             r = diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
                           "more grain markers than the disk has grains (%llu)",
@@ -218,8 +224,8 @@ static int advance(struct vmdk *v, struct vmdk_extent *x, uint64_t off)
         }
         if (g * x->grain_bytes < st->released)
             return diag_fail(D(v), -ESPIPE, x->name, (int64_t)at,
-                             "grain for LBA %llu comes after LBA %llu: grains out of order "
-                             "cannot be read from a pipe (use a seekable file)",
+                             "grain for LBA %llu comes after grains up to LBA %llu: grains "
+                             "out of order cannot be read from a pipe (use a seekable file)",
                              (unsigned long long)(g * x->hdr.grain_sectors),
                              (unsigned long long)(st->released / VMDK_SECTOR));
         st->have = true;

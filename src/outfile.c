@@ -63,8 +63,8 @@ static int open_in_place(struct outfile *of, const char *path, unsigned flags,
     return bfile_open(&of->f, path, bf, d);
 }
 
-int outfile_open(struct outfile *of, const char *path, unsigned flags,
-                 struct diag *d)
+static int open_target(struct outfile *of, const char *path, unsigned flags,
+                       struct diag *d)
 {
     struct stat st;
 
@@ -141,6 +141,15 @@ int outfile_open(struct outfile *of, const char *path, unsigned flags,
         return diag_fail(d, -ENOMEM, path, -1, "out of memory");
     }
     return 0;
+}
+
+int outfile_open(struct outfile *of, const char *path, unsigned flags,
+                 struct diag *d)
+{
+    int r = open_target(of, path, flags, d);
+    if (r < 0)
+        outfile_discard(of);
+    return r;
 }
 
 static int sync_folder(const char *file, struct diag *d)

@@ -96,11 +96,18 @@ int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off
                              uint64_t len, struct bd_extent *e);
 int vmdk_sparse_pread(struct vmdk *v, struct vmdk_extent *x, uint8_t *buf, size_t len,
                       uint64_t off);
-/* Inflate one compressed grain (zlib stream) into `out` (grain_bytes). */
-int vmdk_inflate_grain(const struct vmdk_extent *x, const uint8_t *cdata, size_t clen,
-                       uint8_t *out, struct diag *d, int64_t at);
 void vmdk_sparse_free(struct vmdk_extent *x);
 void vmdk_caches_free(struct vmdk *v);
+
+/* vmdk_inflate.c: inflate one compressed grain (zlib stream) into `out`
+ * (grain_bytes; zero-filled past a short grain), checking its Adler-32. */
+int vmdk_inflate_grain(const struct vmdk_extent *x, const uint8_t *cdata, size_t clen,
+                       uint8_t *out, struct diag *d, int64_t at);
+uint32_t vmdk_adler32(uint32_t adler, const uint8_t *p, size_t n);
+uint32_t vmdk_adler32_generic(uint32_t adler, const uint8_t *p, size_t n);
+#if defined(__x86_64__) || defined(__i386__)
+uint32_t vmdk_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n);
+#endif
 
 /* vmdk_stream.c */
 int vmdk_stream_open(struct vmdk *v, struct vmdk_extent *x);

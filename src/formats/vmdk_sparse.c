@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "formats/vmdk_int.h"
 #include "io/bfile.h"
@@ -396,39 +395,6 @@ done:
 }
 
 /* --- reading ---------------------------------------------------------------------- */
-
-int vmdk_inflate_grain(const struct vmdk_extent *x, const uint8_t *cdata, size_t clen,
-                       uint8_t *out, struct diag *d, int64_t at)
-{
-    z_stream z;
-    int r;
-
-    memset(&z, 0, sizeof(z));
-    if (inflateInit(&z) != Z_OK)
-        return diag_fail(d, -ENOMEM, x->name, at, "cannot initialise zlib");
-    z.next_in = (Bytef *)(uintptr_t)cdata;
-    z.avail_in = (uInt)clen;
-    z.next_out = out;
-    z.avail_out = x->grain_bytes;
-    r = inflate(&z, Z_FINISH);
-    size_t got = z.total_out;
-    const char *msg = z.msg;
-    inflateEnd(&z);
-    if (r == Z_STREAM_END) {
-        memset(out + got, 0, x->grain_bytes - got);
-        return 0;
-    }
-    if (r == Z_BUF_ERROR && got == x->grain_bytes)
-        return diag_fail(d, -EINVAL, x->name, at,
-                         "compressed grain inflates to more than the grain size (%u bytes)",
-                         x->grain_bytes);
-    if (r == Z_BUF_ERROR)
-        return diag_fail(d, -EINVAL, x->name, at,
-                         "compressed grain of %zu bytes is truncated (inflated %zu bytes)",
-                         clen, got);
-    return diag_fail(d, -EINVAL, x->name, at, "compressed grain is corrupt (zlib: %s)",
-                     msg ? msg : "error");
-}
 
 /* Read and inflate grain `g` stored at byte `off` of the extent file. */
 static int read_comp_grain(struct vmdk *v, const struct vmdk_extent *x, uint64_t g,

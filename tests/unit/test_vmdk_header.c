@@ -178,6 +178,19 @@ static void test_inflate(void)
     /* truncated stream */
     CHECK(vmdk_inflate_grain(&x, c, clen / 2, out, &d, 0) < 0);
     CHECK(strstr(d.what, "truncated") != NULL);
+    /* a wrong checksum */
+    c[clen - 1] ^= 1;
+    diag_init(&d);
+    CHECK(vmdk_inflate_grain(&x, c, clen, out, &d, 0) < 0);
+    CHECK(strstr(d.what, "checksum mismatch") != NULL);
+    c[clen - 1] ^= 1;
+    /* no checksum at all */
+    diag_init(&d);
+    CHECK(vmdk_inflate_grain(&x, c, clen - 4, out, &d, 0) < 0);
+    /* raw deflate without the zlib header */
+    diag_init(&d);
+    CHECK(vmdk_inflate_grain(&x, c + 2, clen - 2, out, &d, 0) < 0);
+    CHECK(strstr(d.what, "zlib header") != NULL);
     /* corrupt */
     c[clen / 2] ^= 0x55;
     c[clen / 2 + 1] ^= 0x55;
@@ -200,6 +213,32 @@ static void test_inflate(void)
     free(plain);
     free(out);
     free(c);
+}
+
+static void test_adler(void)
+{
+    size_t n = 200000;
+    uint8_t *buf = malloc(n + 64);
+    for (size_t i = 0; i < n + 64; i++)
+        buf[i] = (uint8_t)(i * 2654435761u >> 13);
+    memset(buf + 1000, 0xff, 20000);     /* long runs of 255: the worst case for sums */
+    for (size_t len = 0; len < 2000; len += 37)
+        for (size_t al = 0; al < 33; al += 7) {
+            uint32_t want = (uint32_t)adler32(1, buf + al, (uInt)len);
+            CHECK(vmdk_adler32_generic(1, buf + al, len) == want);
+            CHECK(vmdk_adler32(1, buf + al, len) == want);
+        }
+    uint32_t want = (uint32_t)adler32(1, buf + 3, (uInt)(n - 3));
+    CHECK(vmdk_adler32_generic(1, buf + 3, n - 3) == want);
+    CHECK(vmdk_adler32(1, buf + 3, n - 3) == want);
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        CHECK(vmdk_adler32_avx2(1, buf + 3, n - 3) == want);
+        CHECK(vmdk_adler32_avx2(0x12345678 % 65521, buf, 70000) ==
+              (uint32_t)adler32(0x12345678 % 65521, buf, 70000));
+    }
+#endif
+    free(buf);
 }
 
 static void tar_hdr(uint8_t *b, const char *name, const char *prefix, uint64_t size, char type)
@@ -273,6 +312,7 @@ int main(void)
     test_cowd();
     test_markers();
     test_inflate();
+    test_adler();
     test_tar();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

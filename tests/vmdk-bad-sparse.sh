@@ -63,7 +63,12 @@ lba=$(python3 -c 'import struct;print(struct.unpack_from("<Q",open("so.vmdk","rb
 bad csize so.vmdk "compressed grain for LBA $lba claims 2147483647 bytes \\(max 74752\\)" 65544 I 0x7fffffff
 bad lba so.vmdk "grain at offset 65536 holds LBA $((lba + 1024)), but the grain table maps it to LBA $lba" \
     65536 Q $((lba + 1024))
-bad zlib so.vmdk 'compressed grain is corrupt' 65548 I 0x12345678
+bad zhdr so.vmdk 'compressed grain does not start with a zlib header' 65548 I 0x12345678
+bad zlib so.vmdk 'compressed grain is corrupt \(zlib: invalid block type\)' 65550 B 0x07
+# the Adler-32 after the deflate data: its last byte changed
+tail_at=$(python3 -c 'import struct;d=open("so.vmdk","rb").read();print(65548+struct.unpack_from("<I",d,65544)[0]-1)')
+tail_byte=$(python3 -c "print(open('so.vmdk','rb').read()[$tail_at] ^ 1)")
+bad adler so.vmdk 'compressed grain is corrupt \(checksum mismatch\)' $tail_at B $tail_byte
 # cut inside the last grain
 last=$(python3 -c '
 import struct

@@ -44,12 +44,26 @@ bad compress good.vmdk 'compression algorithm 2 is not supported' 77 H 2
 bad descsize good.vmdk 'embedded descriptor of 1048576 sectors is out of range' 36 Q 0x100000
 bad descoff good.vmdk 'embedded descriptor at offset .* runs past the end of the file' 28 Q 100000
 bad gdzero good.vmdk 'grain directory offset 0 sectors is invalid' 56 Q 0
-bad gdoff good.vmdk 'grain directory at offset 536870912 .* runs past the end of the file' 56 Q 0x100000
+bad gdoff good.vmdk 'grain directory at offset 536870912 .* runs past the end of the file' 56 Q 0x100000 48 Q 0x100001
 
-# grain directory and grain table entries (qemu-img's GD is at sector 21 here)
+# grain directory and grain table entries
 gd=$(python3 -c 'import struct;print(struct.unpack_from("<Q",open("good.vmdk","rb").read(),56)[0]*512)')
 gt=$(python3 -c "import struct;print(struct.unpack_from('<I',open('good.vmdk','rb').read(),$gd)[0]*512)")
-bad gdentry good.vmdk "grain directory entry 0 points to a grain table at offset 2147483648, past the end" $gd I 0x400000
+# a damaged primary directory with an intact redundant one (qemu-img: GD at
+# sector 21 would be the redundant one here, the primary further on)
+rgd=$(python3 -c 'import struct;print(struct.unpack_from("<Q",open("good.vmdk","rb").read(),48)[0]*512)')
+cp good.vmdk rgd.vmdk
+python3 -c "import struct
+d=bytearray(open('rgd.vmdk','rb').read()); struct.pack_into('<I',d,$gd,0x400000); open('rgd.vmdk','wb').write(d)"
+ok "$DISKIMG" convert -O raw rgd.vmdk out.raw
+cmp src.raw out.raw || fail "redundant grain directory: wrong content"
+rm -f out.raw
+python3 -c "import struct
+d=bytearray(open('rgd.vmdk','rb').read()); struct.pack_into('<I',d,$rgd,0x400000); open('rgd.vmdk','wb').write(d)"
+expect_error "rgd.vmdk: grain directory entry 0 points to a grain table at offset 2147483648" \
+    "$DISKIMG" convert -O raw rgd.vmdk out.raw
+bad gdentry good.vmdk "grain directory entry 0 points to a grain table at offset 2147483648, past the end" \
+    $gd I 0x400000 $rgd I 0x400000
 bad gtentry good.vmdk "grain table entry for LBA 128 points to offset 1073741824, past the end" $((gt + 4)) I 0x200000
 # the file cut short: the last grains are gone
 cp good.vmdk cut.vmdk && truncate -s -100K cut.vmdk

@@ -32,8 +32,12 @@ static struct diag *D(struct vmdk *v)
 
 /* --- opening ------------------------------------------------------------------ */
 
-static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, uint32_t n)
+/* Read and check a grain directory.  With `quiet`, a directory that does
+ * not fit the file is refused (-EINVAL) without recording why. */
+static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, uint32_t n,
+                   bool quiet)
 {
+    struct diag *d = quiet ? NULL : D(v);
     uint64_t off = gd_sector * VMDK_SECTOR;
     uint64_t bytes = (uint64_t)n * 4;
     uint64_t gt_bytes = (uint64_t)x->gtes * 4;
@@ -41,11 +45,12 @@ static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, ui
     int r;
 
     if (off >= x->file_size || bytes > x->file_size - off)
-        return diag_fail(D(v), -EINVAL, x->name, (int64_t)off,
+        return diag_fail(d, -EINVAL, x->name, (int64_t)off,
                          "grain directory at offset %llu (%llu bytes) runs past the end "
                          "of the file (%llu bytes)", (unsigned long long)off,
                          (unsigned long long)bytes, (unsigned long long)x->file_size);
     raw = malloc(bytes ? bytes : 1);
+    free(x->gd);
     x->gd = calloc(n ? n : 1, sizeof(*x->gd));
     if (!raw || !x->gd) {
         free(raw);
@@ -62,7 +67,7 @@ static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, ui
         uint64_t gto = (uint64_t)e * VMDK_SECTOR;
         if (e && (gto >= x->file_size || gt_bytes > x->file_size - gto)) {
             free(raw);
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)(off + 4 * (uint64_t)i),
+            return diag_fail(d, -EINVAL, x->name, (int64_t)(off + 4 * (uint64_t)i),
                              "grain directory entry %u points to a grain table at offset "
                              "%llu, past the end of the file (%llu bytes)", i,
                              (unsigned long long)gto, (unsigned long long)x->file_size);
@@ -146,7 +151,18 @@ int vmdk_sparse_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sector
             return vmdk_scan_grains(v, x);
         }
     }
-    return load_gd(v, x, gd, h->gd_entries);
+    if ((h->flags & VMDK4_FLAG_RGD) && h->rgd_offset && h->gd_offset != VMDK4_GD_AT_END) {
+        /* a damaged primary directory: VMware keeps a redundant copy */
+        r = load_gd(v, x, gd, h->gd_entries, true);
+        if (r != -EINVAL)
+            return r;
+        if (load_gd(v, x, h->rgd_offset, h->gd_entries, true) == 0) {
+            diag_warn(D(v), x->name, 56, "primary grain directory is damaged; using the "
+                      "redundant one");
+            return 0;
+        }
+    }
+    return load_gd(v, x, gd, h->gd_entries, false);
 }
 
 int vmdk_cowd_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors)
@@ -177,7 +193,7 @@ int vmdk_cowd_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors)
     x->hdr.dirty = h.dirty;
     uint64_t span = (uint64_t)x->grain_bytes * COWD_GTES;
     uint32_t n = (uint32_t)(x->capacity / span + (x->capacity % span != 0));
-    return load_gd(v, x, h.gd_offset, n);
+    return load_gd(v, x, h.gd_offset, n, false);
 }
 
 void vmdk_sparse_free(struct vmdk_extent *x)

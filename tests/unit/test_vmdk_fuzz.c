@@ -233,6 +233,19 @@ int main(void)
     check_clean(st, stlen, true);
     mutate_and_read(sp, splen, 3000, 24 * 512);
     mutate_and_read(st, stlen, 2000, stlen);
+
+    /* a descriptor file (ZERO extents only: no other file may be opened) */
+    static const char dtext[] =
+        "# Disk DescriptorFile\r\nversion=1\nCID=fffffffe\nparentCID=ffffffff\n"
+        "createType=\"monolithicFlat\"\n\n# Extent description\nRW 2048 ZERO\n"
+        "RDONLY 100 ZERO\nnoaccess 7 zero\nRW 4 FLAT \"x.bin\" 0\n\nddb.adapterType = \"ide\"\n";
+    uint8_t *out = malloc(4u << 20);
+    uint64_t size = 0;
+    CHECK(read_all((const uint8_t *)dtext, 160, out, 4u << 20, &size) == 0);
+    CHECK(size == 2155 * 512);
+    CHECK(read_all((const uint8_t *)dtext, sizeof(dtext) - 1, out, 4u << 20, &size) < 0);
+    free(out);
+    mutate_and_read((const uint8_t *)dtext, 160, 3000, 160);
     free(sp);
     free(st);
     if (failures) {

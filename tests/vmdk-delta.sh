@@ -40,6 +40,18 @@ qemu-img create -q -f vmdk -b f.vmdk -F vmdk fc.vmdk || fail "child of flat"
 qemu-io -t unsafe -f vmdk -c "write -P 0x77 300k 700k" fc.vmdk >/dev/null || fail "qemu-io"
 same fc.vmdk
 
+# a parent named by a Windows path (VMware Workstation): found next to the delta
+qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse -b b.vmdk -F vmdk w.vmdk ||
+    fail "descriptor child"
+qemu-io -t unsafe -f vmdk -c "write -P 0x21 64k 300k" w.vmdk >/dev/null || fail "qemu-io"
+qemu-img convert -f vmdk -O raw w.vmdk wq.raw || fail "qemu-img reads w.vmdk"
+sed -i 's/^parentFileNameHint=.*/parentFileNameHint="C:\\VMs\\base dir\\b.vmdk"/' w.vmdk
+grep -q 'parentFileNameHint="C:.VMs.base dir.b.vmdk"' w.vmdk || fail "sed"
+ok "$DISKIMG" convert -O raw w.vmdk wout.raw
+cmp wq.raw wout.raw || fail "Windows parent path: wrong content"
+grep -q "parent 'C:.VMs.base dir.b.vmdk' not found; using 'b.vmdk'" "$T/stderr.ok" ||
+    fail "no warning about the Windows parent path"
+
 # CID mismatch: the parent changed after the child was made
 sed -i 's/^CID=.*/CID=0badc1d0/' f.vmdk
 expect_error "parent 'f.vmdk' has CID 0badc1d0, but this image expects parentCID" \

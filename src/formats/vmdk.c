@@ -241,6 +241,21 @@ static int open_monolithic(struct vmdk *v, bool cowd, const uint8_t *head, size_
     return 0;
 }
 
+/* The file name of a Windows path ("C:\\dir\\x.vmdk", "..\\x.vmdk"), or NULL
+ * if `p` does not look like one. */
+static const char *windows_basename(const char *p)
+{
+    const char *bs = strrchr(p, '\\');
+    bool drive = ((p[0] >= 'A' && p[0] <= 'Z') || (p[0] >= 'a' && p[0] <= 'z')) && p[1] == ':';
+    if (!bs && !drive)
+        return NULL;
+    const char *b = bs ? bs + 1 : p + 2;
+    const char *slash = strrchr(b, '/');
+    if (slash)
+        b = slash + 1;
+    return *b && strcmp(b, ".") && strcmp(b, "..") ? b : NULL;
+}
+
 static int open_parent(struct vmdk *v)
 {
     struct vmdk_desc *desc = &v->desc;
@@ -257,6 +272,15 @@ static int open_parent(struct vmdk *v)
         return 0;
     }
     r = bd_open_ref(bd, desc->parent_hint, NULL, &bd->backing);
+    const char *base = windows_basename(desc->parent_hint);
+    if (r == -ENOENT && base) {
+        /* VMware on Windows writes absolute paths ("C:\VMs\base.vmdk");
+         * the parent usually travels next to the delta */
+        diag_clear(bd->diag);
+        diag_warn(bd->diag, bd->filename, -1, "parent '%s' not found; using '%s' next to "
+                  "the image", desc->parent_hint, base);
+        r = bd_open_ref(bd, base, NULL, &bd->backing);
+    }
     if (r < 0)
         return r;
     if (bd->backing->drv == &bd_vmdk && desc->has_parent_cid) {

@@ -344,11 +344,12 @@ bool vmdk_desc_probe(const uint8_t *head, size_t len)
     unsigned lines = 0;
 
     /* text only: no control bytes but tab/CR/LF; NUL padding may follow
-     * the text (qemu pads a rewritten descriptor to a sector) */
+     * the text (qemu pads a rewritten descriptor to a sector; editing such
+     * a file with sed leaves line ends among the NULs) */
     const uint8_t *nul = memchr(head, 0, len);
     if (nul) {
         for (size_t i = (size_t)(nul - head); i < len; i++)
-            if (head[i])
+            if (head[i] && !is_space((char)head[i]) && head[i] != '\n')
                 return false;
         len = (size_t)(nul - head);
         end = p + len;

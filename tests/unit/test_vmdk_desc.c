@@ -138,6 +138,8 @@ static void test_probe(void)
     CHECK(!probe("createTypeX=1\n"));
     uint8_t bin[64] = { 'R', 'W', ' ', '1', ' ', 'Z', 'E', 'R', 'O', '\n', 0, 0, 0 };
     CHECK(vmdk_desc_probe(bin, sizeof(bin)));       /* NUL padding */
+    bin[40] = '\n';
+    CHECK(vmdk_desc_probe(bin, sizeof(bin)));       /* line ends among the NULs */
     bin[40] = 7;
     CHECK(!vmdk_desc_probe(bin, sizeof(bin)));      /* binary after the NUL */
     const uint8_t ctl[] = "RW 1 ZERO\n\x01\n";

@@ -49,6 +49,13 @@ for opts in subformat=monolithicSparse \
     check "v$i"
 done
 
+# to qcow2 as well (streamOptimized and hosted sparse)
+for n in v1 v8; do
+    ok "$DISKIMG" convert -O qcow2 "$T/$n.vmdk" "$T/$n.qcow2"
+    qcompare "$T/$n.vmdk" "$T/$n.qcow2"
+    rm -f "$T/$n.qcow2"
+done
+
 # zeroed grains (GTE 1) over a parent-less image and over data
 qemu-img convert -f raw -O vmdk -o zeroed_grain=on "$T/src.raw" "$T/z.vmdk"
 qemu-io -f vmdk -c "write -z 64k 192k" -c "write -z 1M 1M" "$T/z.vmdk" >/dev/null ||

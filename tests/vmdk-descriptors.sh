@@ -117,6 +117,21 @@ ok "$DISKIMG" convert -O raw lots.vmdk o2.raw
 { head -c 2097152 b.bin; head -c $((3904 * 512)) b.bin; } | cmp - o2.raw || fail "8000 extents: wrong content"
 rm -f o2.raw
 
+# 8000 extents naming one sparse file whose grain directory is 64 KiB: the
+# directories together are bounded (not 500 MiB of tables)
+python3 -c '
+import struct
+h = struct.pack("<4sIIQQQQIQQQB4sH", b"KDMV", 1, 3, 1 << 30, 128, 0, 0, 512, 0, 1, 129, 0,
+                b"\n \r\n", 0)
+open("gd64k.vmdk", "wb").write(h + bytes(512 - len(h)) + bytes(16384 * 4))' || fail "python"
+{ echo '# Disk DescriptorFile'; for i in $(seq 1 8000); do echo 'RW 1 SPARSE "gd64k.vmdk"'; done; } > tables.vmdk
+expect_error 'gd64k.vmdk: grain directories of the extents need more than 64 MiB' \
+    "$DISKIMG" convert -O raw tables.vmdk o2.raw
+{ echo '# Disk DescriptorFile'; for i in $(seq 1 100); do echo 'RW 1 SPARSE "gd64k.vmdk"'; done; } > tables2.vmdk
+ok "$DISKIMG" convert -O raw tables2.vmdk o2.raw
+cmp o2.raw <(head -c 51200 /dev/zero) || fail "100 sparse extents: wrong content"
+rm -f o2.raw
+
 # a descriptor over 1 MiB
 { echo '# Disk DescriptorFile'; echo 'RW 1 ZERO'; head -c 1100000 /dev/zero | tr '\0' '#' ; echo; } > big.vmdk
 expect_error 'too large' "$DISKIMG" convert -O raw big.vmdk o2.raw

@@ -77,6 +77,7 @@ struct vmdk {
     size_t n_ext;
     struct bfile **files;       /* extent files opened (bd.file excluded) */
     size_t n_files;
+    uint64_t table_bytes;       /* grain directories and scan indexes held */
 
     pthread_mutex_t lock;       /* guards the caches and the stream state */
     uint64_t clock;
@@ -86,6 +87,13 @@ struct vmdk {
     bool streaming;             /* the single extent is read from a pipe */
     struct vmdk_stream st;
 };
+
+/* Memory all extents' grain directories and scan indexes may take together
+ * (8192 extents naming one file with a 16 MiB directory must not add up). */
+#define VMDK_MAX_TABLE_BYTES (64ull << 20)
+
+/* Count `bytes` more against VMDK_MAX_TABLE_BYTES (error if over). */
+int vmdk_table_budget(struct vmdk *v, const struct vmdk_extent *x, uint64_t bytes);
 
 /* vmdk_sparse.c */
 /* `head`: the file's first bytes if already read, else NULL. */

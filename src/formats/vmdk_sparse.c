@@ -32,6 +32,16 @@ static struct diag *D(struct vmdk *v)
 
 /* --- opening ------------------------------------------------------------------ */
 
+int vmdk_table_budget(struct vmdk *v, const struct vmdk_extent *x, uint64_t bytes)
+{
+    v->table_bytes += bytes;
+    if (v->table_bytes > VMDK_MAX_TABLE_BYTES)
+        return diag_fail(D(v), -EINVAL, x->name, -1,
+                         "grain directories of the extents need more than %llu MiB",
+                         (unsigned long long)(VMDK_MAX_TABLE_BYTES >> 20));
+    return 0;
+}
+
 /* Read and check a grain directory.  With `quiet`, a directory that does
  * not fit the file is refused (-EINVAL) without recording why. */
 static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, uint32_t n,
@@ -49,6 +59,8 @@ static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, ui
                          "grain directory at offset %llu (%llu bytes) runs past the end "
                          "of the file (%llu bytes)", (unsigned long long)off,
                          (unsigned long long)bytes, (unsigned long long)x->file_size);
+    if (!x->gd && (r = vmdk_table_budget(v, x, bytes)) < 0)
+        return r;
     raw = malloc(bytes ? bytes : 1);
     free(x->gd);
     x->gd = calloc(n ? n : 1, sizeof(*x->gd));

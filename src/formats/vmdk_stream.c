@@ -145,6 +145,8 @@ int vmdk_scan_grains(struct vmdk *v, struct vmdk_extent *x)
         }
         if (x->n_scan == cap) {
             size_t ncap = cap ? cap * 2 : 1024;
+            if ((r = vmdk_table_budget(v, x, (ncap - cap) * sizeof(*x->scan))) < 0)
+                break;
             struct vmdk_grain_loc *n = realloc(x->scan, ncap * sizeof(*n));
             if (!n) {
                 r = diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");

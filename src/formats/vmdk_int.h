@@ -56,17 +56,39 @@ struct vmdk_grain_slot {
     uint8_t *data;              /* inflated grain, x->grain_bytes */
 };
 
-/* Forward-only reading of a streamOptimized extent (stdin). */
+/* Forward-only reading of a streamOptimized extent (stdin).  A reader
+ * thread walks the markers and inflates grains into a small queue while the
+ * caller converts the previous ones (the caller is one thread: the pipeline
+ * reads a stream strictly in order). */
+#define VMDK_STREAM_QUEUE 8
+
+struct vmdk_sgrain {
+    uint64_t grain;             /* grain index */
+    uint8_t *data;              /* inflated, grain_bytes */
+};
+
 struct vmdk_stream {
+    /* the reader thread's side */
     uint64_t pos;               /* byte offset of the next marker to read */
-    bool eos;                   /* no more grains */
-    bool have;                  /* `grain`/`cdata` hold the next grain */
-    bool inflated;
-    uint64_t grain;             /* its grain index */
+    uint64_t next_min;          /* smallest grain index allowed next */
+    uint8_t *cdata;             /* compressed bytes of the grain being read */
+    pthread_t thread;
+    bool started;
+
+    /* shared, under vmdk.lock */
+    pthread_cond_t cv_put, cv_get;
+    struct vmdk_sgrain queue[VMDK_STREAM_QUEUE];
+    uint8_t *spare[VMDK_STREAM_QUEUE + 2];  /* grain buffers to reuse */
+    size_t head, count, n_spare;
+    bool done;                  /* the reader stopped (end of stream or error) */
+    int err;                    /* its error, or 0 */
+    bool stop;                  /* close(): the reader must stop */
+
+    /* the caller's side */
+    bool eos;                   /* the queue is drained and the reader done */
+    bool have;                  /* cur holds the grain at or after the last offset */
+    struct vmdk_sgrain cur;
     uint64_t released;          /* guest bytes below this were handed out */
-    uint32_t csize;
-    uint8_t *cdata;             /* compressed bytes of the held grain */
-    uint8_t *data;              /* the held grain, inflated */
 };
 
 struct vmdk {

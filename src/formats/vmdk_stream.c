@@ -175,6 +175,88 @@ int vmdk_scan_grains(struct vmdk *v, struct vmdk_extent *x)
 
 /* --- stream input -------------------------------------------------------------- */
 
+/* A grain buffer: a spare one, or a new one (at most queue + 2 exist). */
+static uint8_t *take_buffer(struct vmdk *v, uint32_t bytes)
+{
+    struct vmdk_stream *st = &v->st;
+    uint8_t *b = NULL;
+
+    pthread_mutex_lock(&v->lock);
+    if (st->n_spare)
+        b = st->spare[--st->n_spare];
+    pthread_mutex_unlock(&v->lock);
+    return b ? b : malloc(bytes);
+}
+
+/* with vmdk.lock held */
+static void give_buffer(struct vmdk *v, uint8_t *b)
+{
+    struct vmdk_stream *st = &v->st;
+
+    if (b && st->n_spare < sizeof(st->spare) / sizeof(st->spare[0]))
+        st->spare[st->n_spare++] = b;
+    else
+        free(b);
+}
+
+/* The reader thread: walk the markers, inflate each grain, queue it. */
+static void *reader(void *arg)
+{
+    struct vmdk *v = arg;
+    struct vmdk_extent *x = &v->ext[0];
+    struct vmdk_stream *st = &v->st;
+    int r;
+
+    for (;;) {
+        pthread_mutex_lock(&v->lock);
+        while (st->count == VMDK_STREAM_QUEUE && !st->stop)
+            pthread_cond_wait(&st->cv_put, &v->lock);
+        bool stop = st->stop;
+        pthread_mutex_unlock(&v->lock);
+        if (stop) {
+            r = 0;
+            break;
+        }
+        uint64_t g, at;
+        uint32_t csize;
+        r = walk_next(v, x, &st->pos, st->cdata, &g, &csize, &at);
+        if (r <= 0)
+            break;
+        if (g < st->next_min) {
+            r = diag_fail(D(v), -ESPIPE, x->name, (int64_t)at,
+                          "grain for LBA %llu comes after grains up to LBA %llu: grains "
+                          "out of order cannot be read from a pipe (use a seekable file)",
+                          (unsigned long long)(g * x->hdr.grain_sectors),
+                          (unsigned long long)(st->next_min * x->hdr.grain_sectors));
+            break;
+        }
+        st->next_min = g + 1;
+        uint8_t *data = take_buffer(v, x->grain_bytes);
+        if (!data) {
+            r = diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
+            break;
+        }
+        r = vmdk_inflate_grain(x, st->cdata + VMDK_GRAIN_HDR, csize, data, D(v), (int64_t)at);
+        pthread_mutex_lock(&v->lock);
+        if (r < 0) {
+            give_buffer(v, data);
+            pthread_mutex_unlock(&v->lock);
+            break;
+        }
+        st->queue[(st->head + st->count) % VMDK_STREAM_QUEUE] =
+            (struct vmdk_sgrain){ .grain = g, .data = data };
+        st->count++;
+        pthread_cond_signal(&st->cv_get);
+        pthread_mutex_unlock(&v->lock);
+    }
+    pthread_mutex_lock(&v->lock);
+    st->done = true;
+    st->err = r < 0 ? r : 0;
+    pthread_cond_signal(&st->cv_get);
+    pthread_mutex_unlock(&v->lock);
+    return NULL;
+}
+
 int vmdk_stream_open(struct vmdk *v, struct vmdk_extent *x)
 {
     struct vmdk_stream *st = &v->st;
@@ -186,20 +268,40 @@ int vmdk_stream_open(struct vmdk *v, struct vmdk_extent *x)
                          "pipe", x->compressed ? "compressed" : "sparse");
     st->pos = walk_start(x);
     st->cdata = malloc(VMDK_GRAIN_HDR + vmdk_max_csize(x->grain_bytes));
-    st->data = malloc(x->grain_bytes);
-    if (!st->cdata || !st->data)
+    if (!st->cdata)
         return diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
+    pthread_cond_init(&st->cv_put, NULL);
+    pthread_cond_init(&st->cv_get, NULL);
     return 0;
 }
 
 void vmdk_stream_free(struct vmdk *v)
 {
-    free(v->st.cdata);
-    free(v->st.data);
-    v->st.cdata = v->st.data = NULL;
+    struct vmdk_stream *st = &v->st;
+
+    if (!st->cdata)
+        return;
+    if (st->started) {
+        pthread_mutex_lock(&v->lock);
+        st->stop = true;
+        pthread_cond_signal(&st->cv_put);
+        pthread_mutex_unlock(&v->lock);
+        pthread_join(st->thread, NULL);
+    }
+    for (size_t i = 0; i < st->count; i++)
+        free(st->queue[(st->head + i) % VMDK_STREAM_QUEUE].data);
+    for (size_t i = 0; i < st->n_spare; i++)
+        free(st->spare[i]);
+    if (st->have)
+        free(st->cur.data);
+    free(st->cdata);
+    st->cdata = NULL;
+    pthread_cond_destroy(&st->cv_put);
+    pthread_cond_destroy(&st->cv_get);
 }
 
-/* Make the held grain the first one that ends after guest offset `off`. */
+/* Make `cur` the first grain that ends after guest offset `off` (or set eos).
+ * Called with vmdk.lock held. */
 static int advance(struct vmdk *v, struct vmdk_extent *x, uint64_t off)
 {
     struct vmdk_stream *st = &v->st;
@@ -209,31 +311,31 @@ static int advance(struct vmdk *v, struct vmdk_extent *x, uint64_t off)
                          "stream input must be read in ascending order (asked for guest "
                          "offset %llu after %llu)", (unsigned long long)off,
                          (unsigned long long)st->released);
-    while (!st->eos && (!st->have || (st->grain + 1) * x->grain_bytes <= off)) {
-        uint64_t g;
-        uint32_t csize;
-        uint64_t at;
+    if (!st->started) {
+        int e = pthread_create(&st->thread, NULL, reader, v);
+        if (e)
+            return diag_errno(D(v), -e, x->name, -1, "cannot start the stream reader");
+        st->started = true;
+    }
+    while (!st->eos && (!st->have || (st->cur.grain + 1) * x->grain_bytes <= off)) {
         if (st->have) {
-            st->released = (st->grain + 1) * x->grain_bytes;
+            st->released = (st->cur.grain + 1) * x->grain_bytes;
+            give_buffer(v, st->cur.data);
             st->have = false;
         }
-        int r = walk_next(v, x, &st->pos, st->cdata, &g, &csize, &at);
-        if (r < 0)
-            return r;
-        if (r == 0) {
+        while (st->count == 0 && !st->done)
+            pthread_cond_wait(&st->cv_get, &v->lock);
+        if (st->count == 0) {
+            if (st->err < 0)
+                return st->err;
             st->eos = true;
             break;
         }
-        if (g * x->grain_bytes < st->released)
-            return diag_fail(D(v), -ESPIPE, x->name, (int64_t)at,
-                             "grain for LBA %llu comes after grains up to LBA %llu: grains "
-                             "out of order cannot be read from a pipe (use a seekable file)",
-                             (unsigned long long)(g * x->hdr.grain_sectors),
-                             (unsigned long long)(st->released / VMDK_SECTOR));
+        st->cur = st->queue[st->head];
+        st->head = (st->head + 1) % VMDK_STREAM_QUEUE;
+        st->count--;
         st->have = true;
-        st->inflated = false;
-        st->grain = g;
-        st->csize = csize;
+        pthread_cond_signal(&st->cv_put);
     }
     return 0;
 }
@@ -249,7 +351,7 @@ int vmdk_stream_block_status(struct vmdk *v, uint64_t off, uint64_t len,
     pthread_mutex_lock(&v->lock);
     r = advance(v, x, off);
     if (r == 0) {
-        uint64_t gs = st->have ? st->grain * x->grain_bytes : x->len;
+        uint64_t gs = st->have ? st->cur.grain * x->grain_bytes : x->len;
         if (st->have && gs <= off) {
             uint64_t ge = gs + x->grain_bytes;
             e->flags = BD_ALLOCATED | BD_DATA | BD_COMPRESSED;
@@ -276,21 +378,14 @@ int vmdk_stream_pread(struct vmdk *v, uint8_t *buf, size_t len, uint64_t off)
         r = advance(v, x, p);
         if (r < 0)
             break;
-        uint64_t gs = st->have ? st->grain * x->grain_bytes : x->len;
+        uint64_t gs = st->have ? st->cur.grain * x->grain_bytes : x->len;
         size_t n;
         if (st->have && gs <= p) {
-            if (!st->inflated) {
-                r = vmdk_inflate_grain(x, st->cdata + VMDK_GRAIN_HDR, st->csize, st->data,
-                                       D(v), -1);
-                if (r < 0)
-                    break;
-                st->inflated = true;
-            }
             uint64_t within = p - gs;
             n = x->grain_bytes - within;
             if (n > len - done)
                 n = len - done;
-            memcpy(buf + done, st->data + within, n);
+            memcpy(buf + done, st->cur.data + within, n);
         } else {
             uint64_t gap = gs - p;
             n = gap < len - done ? (size_t)gap : len - done;

@@ -4,13 +4,19 @@
 # freed, the file cut), across cluster sizes, refcount widths, extended L2,
 # v2 and compressed images.  Every result passes qemu-img check, qemu-img
 # info shows the new size, the content below the old size is unchanged and
-# equals qemu-img resize's result on a copy.  Refusals (snapshots, bitmaps,
+# equals qemu-img resize's result on a copy.  Refusals (v2 snapshots, bitmaps,
 # dirty images, sizes not a multiple of 512, damaged refcounts) change
-# nothing; a grow stopped at any write leaves a usable image.
+# nothing; a grow stopped at any write leaves a usable image.  Images with
+# internal snapshots grow and shrink like qemu-img's, the snapshots intact.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/qcow2/helpers.sh"
 cd "$T" || fail "cd"
 
+# prefix_same A B: the shorter file is a prefix of the longer one
+prefix_same() {
+    local a b; a=$(stat -c %s "$1"); b=$(stat -c %s "$2")
+    cmp -n $((a < b ? a : b)) "$1" "$2"
+}
 vsize() { qemu-img info --output=json "$1" | sed -n 's/^ *"virtual-size": \([0-9]*\),*/\1/p'; }
 
 # same IMG SIZE [--shrink]: resize copies with both tools; check, size, content
@@ -70,18 +76,22 @@ qemu-img convert -O raw z.qcow2 z.raw
 cmp -n 1000448 data.raw z.raw || fail "shrink+grow: content below the new size"
 cmp -i 1000448:0 -n $((3 * 1024 * 1024 - 1000448)) z.raw /dev/zero || fail "shrink+grow: not zeros"
 
-# internal snapshots: v3 grows (the snapshot still reads as before), v2 and
-# shrinking are refused
-qemu-img convert -O qcow2 data.raw s.qcow2
-qemu-img snapshot -c one s.qcow2
-qemu-io -t unsafe -c 'write -P 9 0 64k' s.qcow2 > /dev/null
-"$DISKIMG" resize -q s.qcow2 1G || fail "grow with a snapshot"
-qemu-img check -q s.qcow2 || fail "grow with a snapshot: check"
-qemu-img convert -O raw -l one s.qcow2 snap.raw
-qemu-img compare -q data.raw snap.raw || fail "grow with a snapshot: the snapshot changed"
-cp s.qcow2 s2.qcow2
-expect_error "snapshots is not supported" "$DISKIMG" resize --shrink s2.qcow2 1M
-cmp s.qcow2 s2.qcow2 || fail "refused shrink changed the image"
+# internal snapshots: v3 grows and shrinks (L2 tables shared with a snapshot
+# are copied first; the snapshots still read as before), v2 is refused
+for o in "" cluster_size=1k,refcount_bits=2; do
+    qemu-img convert -O qcow2 ${o:+-o "$o"} data.raw s.qcow2
+    qemu-img snapshot -c one s.qcow2
+    qemu-io -t unsafe -c 'write -P 9 0 64k' -c 'write -P 8 2M 100k' s.qcow2 > /dev/null
+    qemu-img snapshot -c two s.qcow2
+    qemu-img convert -O raw -l two s.qcow2 two.raw
+    for size in 1G 1500k 511k; do
+        if [ "$size" = 1G ]; then same s.qcow2 "$size"; else same s.qcow2 "$size" --shrink; fi
+        qemu-img convert -O raw -l one mine.qcow2 snap.raw
+        prefix_same data.raw snap.raw || fail "$o $size: snapshot one changed"
+        qemu-img convert -O raw -l two mine.qcow2 snap.raw
+        prefix_same two.raw snap.raw || fail "$o $size: snapshot two changed"
+    done
+done
 qemu-img convert -O qcow2 -o compat=0.10 data.raw v2.qcow2
 qemu-img snapshot -c one v2.qcow2
 expect_error "Can't resize a v2 image which has snapshots" "$DISKIMG" resize v2.qcow2 8M

@@ -20,6 +20,9 @@
  * be written asynchronously through opts->ioq; `done` runs once the buffer
  * may be reused.  finish() commits: all data, then metadata, header last,
  * then fsync when opts->durable.  abort() gives up without committing.
+ * An output with next_pass() (qcow2 to a stream) is given the whole
+ * conversion again after a first, planning pass (and, being a stream,
+ * writes its header first).
  * The writing side is used by one thread.
  *
  * Errors: every function returns 0 (or a count) or a negative errno and
@@ -159,7 +162,10 @@ struct bd_driver {
     /* Optional: verify metadata (qemu-img check). */
     int (*check)(struct bd *bd, struct bd_check_result *r, unsigned fix);
 
-    /* Optional: change the virtual size. */
+    /* Optional: change the virtual size of an image opened for writing
+     * (opts->writable), in place and durably; `shrink` allows a smaller
+     * size (the data past it is discarded).  raw also resizes an output
+     * stream before finish() (a raw stream input's size known at its end). */
     int (*resize)(struct bd *bd, uint64_t new_size, bool shrink);
 
     /* Optional: the size a new image of this format would take (qemu-img

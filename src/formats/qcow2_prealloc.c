@@ -16,6 +16,8 @@
 #include "io/bfile.h"
 #include "util/diag.h"
 
+#define PREALLOC_SCAN_MAX (UINT64_C(64) << 20)   /* refcount entries looked at */
+
 static int detect(struct qcow2 *q)
 {
     struct bfile *f = q->bd.file;
@@ -32,11 +34,19 @@ static int detect(struct qcow2 *q)
     diag_init(&quiet);
     if (qcow2_rc_open(&rc, q, &quiet) < 0)
         return 0;
-    for (uint64_t c = 0; c < end && used < threshold; c++) {
+    /* ranges without a refcount block are skipped whole; a hostile table
+     * full of blocks is looked at up to a bound */
+    uint64_t looked = 0;
+    for (uint64_t c = 0; c < end && used < threshold && looked < PREALLOC_SCAN_MAX; c++) {
         uint64_t v;
+        if (!qcow2_rc_has_block(&rc, c)) {
+            c = (c / rc.per_block + 1) * rc.per_block - 1;
+            continue;
+        }
         if (qcow2_rc_get(&rc, c, &v) < 0)
             break;
         used += v != 0;
+        looked++;
     }
     qcow2_rc_close(&rc);
     return used >= threshold;

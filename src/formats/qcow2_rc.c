@@ -121,6 +121,13 @@ static int load_block(struct qcow2_rc *rc, uint64_t off)
     return 0;
 }
 
+bool qcow2_rc_has_block(const struct qcow2_rc *rc, uint64_t cluster)
+{
+    uint64_t i = cluster / rc->per_block;
+
+    return i < rc->table_len && rc->table[i] != 0;
+}
+
 int qcow2_rc_get(struct qcow2_rc *rc, uint64_t cluster, uint64_t *v)
 {
     uint64_t off;

@@ -43,6 +43,9 @@ void qcow2_rc_close(struct qcow2_rc *rc);
 /* Refcount of a cluster (0 where no block exists).  Fails on a table entry
  * with reserved bits, a misaligned block or one past the end of the file. */
 int qcow2_rc_get(struct qcow2_rc *rc, uint64_t cluster, uint64_t *v);
+/* Whether the table names a refcount block for this cluster (without
+ * reading or validating it): clusters without one have refcount 0. */
+bool qcow2_rc_has_block(const struct qcow2_rc *rc, uint64_t cluster);
 /* Set it (the block must exist). */
 int qcow2_rc_set(struct qcow2_rc *rc, uint64_t cluster, uint64_t v);
 /* Raise or lower it, refusing to go below 0 or past the width. */

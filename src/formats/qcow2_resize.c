@@ -10,8 +10,10 @@
  *
  * Shrinking (qemu-img resize --shrink): every cluster past the new end
  * (rounded up to a cluster) is dropped from its L2 table, the table is
- * written, then the clusters' refcounts are lowered; L2 tables entirely
- * past the new end are dropped from the L1 table and freed; the tail of a
+ * written, then the clusters' refcounts are lowered (a table shared with an
+ * internal snapshot is copied first, the snapshot keeps the original); L2
+ * tables entirely past the new end are dropped from the L1 table and
+ * freed; the tail of a
  * plain data cluster cut by the new end is zeroed (qemu leaves those bytes,
  * which would reappear if the image grew again); the file is cut after the
  * last cluster in use; the header takes the new size last.  Refcounts are
@@ -20,9 +22,9 @@
  *
  * Refused: images with external data files, persistent bitmaps (their
  * size is tied to the disk's), dirty or corrupt images (check -r first),
- * v2 images with snapshots (as qemu), shrinking v3 images with snapshots
- * (their clusters are shared), and growing an image whose backing file is
- * larger than it (the new range would show the backing file's data).
+ * v2 images with snapshots (as qemu), and growing an image whose backing
+ * file is larger than it (the new range would show the backing file's
+ * data).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -74,9 +76,6 @@ static int refuse(struct qcow2 *q, uint64_t new_size)
                     "supported (remove them first, e.g. qemu-img bitmap --remove)");
     if (q->nsnaps && h->version < 3)
         return FAIL(q, -ENOTSUP, "Can't resize a v2 image which has snapshots");
-    if (q->nsnaps && new_size < q->bd.size)
-        return FAIL(q, -ENOTSUP, "shrinking an image with internal snapshots is not "
-                    "supported");
     if (new_size > q->bd.size && q->bd.backing && q->bd.backing->size > q->bd.size)
         return FAIL(q, -ENOTSUP, "the backing file is larger than the image: growing "
                     "it would show the backing file's data in the new space");
@@ -230,10 +229,26 @@ static int apply_frees(struct qcow2_rc *rc, const uint64_t *c, size_t n)
     return 0;
 }
 
-/* Drop the entries of guest clusters [g0, g1) (all in L1 entry l1i). */
-static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t l1i,
-                            uint64_t l2, uint64_t g0, uint64_t g1, uint8_t *tab,
-                            uint64_t *frees)
+static int write_l1_entry(struct qcow2 *q, uint64_t *l1, uint64_t i, uint64_t e)
+{
+    uint8_t b[8];
+
+    be64_put(b, e);
+    l1[i] = e;
+    return bfile_pwrite(q->bd.file, b, 8, q->h.l1_table_offset + i * 8);
+}
+
+/* Drop the entries of guest clusters [g0, g1), all under L1 entry l1i
+ * (table at l2): the clusters lose the active image's reference.
+ *   - a table wholly past the new end leaves the L1 table, then loses
+ *     that reference too (it may still be a snapshot's);
+ *   - a table of the active image alone is written without the entries;
+ *   - a table shared with a snapshot is copied first (a new cluster), and
+ *     the L1 entry moves to the copy.
+ * Refcounts are verified before anything is written, and lowered after. */
+static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t *l1,
+                            uint64_t l1i, uint64_t l2, uint64_t g0, uint64_t g1,
+                            bool whole, uint8_t *tab, uint64_t *frees)
 {
     const struct qcow2_header *h = &q->h;
     uint64_t cs = h->cluster_size, n = 0, v;
@@ -246,10 +261,6 @@ static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t l1i,
                          "the file", l1i, l2);
     if ((r = qcow2_rc_get(rc, l2 >> h->cluster_bits, &v)) < 0)
         return r;
-    if (v != 1)
-        return diag_fail(q->bd.diag, -EINVAL, q->bd.filename, (int64_t)l2,
-                         "L2 table at offset %" PRIu64 " has refcount %" PRIu64 " (1 "
-                         "expected); repair the image first (check -r all)", l2, v);
     if ((r = bfile_pread(q->bd.file, tab, cs, l2)) < 0)
         return r;
     for (uint64_t g = g0; g < g1; g++) {
@@ -272,11 +283,44 @@ static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t l1i,
         memset(p, 0, h->l2_entry_bytes);
         changed = true;
     }
+    if (whole) {
+        frees[n++] = l2 >> h->cluster_bits;
+        if ((r = free_clusters(q, rc, frees, n)) < 0 || (r = write_l1_entry(q, l1, l1i, 0)) < 0)
+            return r;
+        return apply_frees(rc, frees, n);
+    }
     if (!changed)
         return 0;
-    /* verify, write the table, then lower the refcounts (a crash: leaks) */
-    if ((r = free_clusters(q, rc, frees, n)) < 0 ||
-        (r = bfile_pwrite(q->bd.file, tab, cs, l2)) < 0)
+    if (v <= 1) {
+        if ((r = free_clusters(q, rc, frees, n)) < 0 ||
+            (r = bfile_pwrite(q->bd.file, tab, cs, l2)) < 0)
+            return r;
+        return apply_frees(rc, frees, n);
+    }
+    /* shared with a snapshot: the active image gets its own copy */
+    uint64_t first;
+    struct qcow2_rc_grown gr;
+    frees[n++] = l2 >> h->cluster_bits;
+    if ((r = free_clusters(q, rc, frees, n)) < 0)
+        return r;
+    if ((r = qcow2_rc_append(rc, 1, &first, &gr)) < 0)
+        return r;
+    if (gr.new_table) {
+        /* the refcount table had to grow: switch the header to it now */
+        if ((r = qcow2_rc_flush(rc)) < 0 || (r = bfile_sync(q->bd.file)) < 0 ||
+            (r = write_header(q, h->size, h->l1_size, h->l1_table_offset, rc->table_off,
+                              rc->table_clusters)) < 0)
+            return r;
+        q->h.refcount_table_offset = rc->table_off;
+        q->h.refcount_table_clusters = rc->table_clusters;
+        if ((r = qcow2_rc_free_range(rc, gr.old_table_off, (uint64_t)gr.old_table_clusters
+                                     << h->cluster_bits)) < 0)
+            return r;
+    }
+    uint64_t nl2 = first << h->cluster_bits;
+    if ((r = bfile_pwrite(q->bd.file, tab, cs, nl2)) < 0 ||
+        (r = qcow2_rc_flush(rc)) < 0 || (r = bfile_sync(q->bd.file)) < 0 ||
+        (r = write_l1_entry(q, l1, l1i, nl2 | QCOW2_L1_COPIED)) < 0)
         return r;
     return apply_frees(rc, frees, n);
 }
@@ -310,7 +354,7 @@ static int zero_tail(struct qcow2 *q, struct qcow2_rc *rc, const uint64_t *l1,
         return r;
     if (d.kind != QK_DATA || !d.host || d.host >= q->file_size)
         return 0;
-    /* only a cluster nothing else shares (snapshots are refused anyway) */
+    /* only a cluster nothing else shares (a snapshot keeps its bytes) */
     if ((r = qcow2_rc_get(rc, d.host >> h->cluster_bits, &v)) < 0 || v != 1)
         return r;
     uint64_t end = d.host + cs < q->file_size ? d.host + cs : q->file_size;
@@ -328,12 +372,23 @@ static int zero_tail(struct qcow2 *q, struct qcow2_rc *rc, const uint64_t *l1,
 static int truncate_tail(struct qcow2 *q, struct qcow2_rc *rc)
 {
     struct bfile *f = q->bd.file;
-    uint64_t cs = q->h.cluster_size, c = div_up(q->file_size, cs), v = 0;
+    uint64_t cs = q->h.cluster_size, c, v = 0;
     int r;
 
     if (f->kind != BFILE_REGULAR)
         return 0;
+    /* the file may have grown (a copied L2 table) */
+    if ((r = bfile_refresh_size(f)) < 0)
+        return r;
+    q->file_size = f->size;
+    c = div_up(q->file_size, cs);
     while (c > 1) {
+        if (!qcow2_rc_has_block(rc, c - 1)) {
+            /* no refcount block: the whole range it would cover is free */
+            uint64_t start = (c - 1) / rc->per_block * rc->per_block;
+            c = start > 1 ? start : 1;
+            continue;
+        }
         if ((r = qcow2_rc_get(rc, c - 1, &v)) < 0)
             return r;
         if (v)
@@ -354,8 +409,8 @@ static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
     uint64_t g0 = div_up(new_size, cs), g1 = div_up(q->bd.size, cs);
     uint64_t new_l1 = l1_for(h, new_size);
     uint8_t *tab = malloc(cs);
-    /* a compressed cluster spans at most two host clusters */
-    uint64_t *frees = malloc(2 * per * sizeof(*frees));
+    /* a compressed cluster spans at most two host clusters; and the table */
+    uint64_t *frees = malloc((2 * per + 1) * sizeof(*frees));
     struct qcow2_rc rc;
     int r;
 
@@ -367,6 +422,7 @@ static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
     if ((r = qcow2_rc_open(&rc, q, q->bd.diag)) < 0)
         goto out;
     /* the clusters past the new end, table by table */
+    uint64_t tables_end = div_up(g1, per);
     for (uint64_t g = g0; g < g1;) {
         uint64_t l1i = g / per, end = (l1i + 1) * per < g1 ? (l1i + 1) * per : g1, l2;
         if (l1i >= h->l1_size)
@@ -375,42 +431,23 @@ static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
                                        h->l1_table_offset + l1i * 8, &l2, q->bd.diag,
                                        q->bd.filename)) < 0)
             goto out;
-        if (l2 && (r = discard_in_table(q, &rc, l1i, l2, g, end, tab, frees)) < 0)
+        if (l2 && (r = discard_in_table(q, &rc, l1, l1i, l2, g, end, l1i >= new_l1, tab,
+                                        frees)) < 0)
             goto out;
         g = end;
     }
-    /* L2 tables wholly past the new end: out of the L1 table, then freed */
-    size_t n = 0;
-    if (new_l1 < h->l1_size) {
-        free(frees);
-        if (!(frees = malloc((h->l1_size - new_l1) * sizeof(*frees)))) {
-            r = FAIL(q, -ENOMEM, "out of memory");
-            goto out;
-        }
-    }
-    for (uint64_t i = new_l1; i < h->l1_size; i++) {
+    /* L2 tables past the old end too (as qemu): out of the L1 table, freed */
+    for (uint64_t i = tables_end > new_l1 ? tables_end : new_l1; i < h->l1_size; i++) {
         uint64_t l2;
         if ((r = qcow2_l1_entry_decode(h, l1[i], (uint32_t)i, h->l1_table_offset + i * 8,
                                        &l2, q->bd.diag, q->bd.filename)) < 0)
             goto out;
-        if (l2)
-            frees[n++] = l2 >> h->cluster_bits;
-    }
-    if (n) {
-        if ((r = free_clusters(q, &rc, frees, n)) < 0)
+        if (!l2)
+            continue;
+        frees[0] = l2 >> h->cluster_bits;
+        if ((r = free_clusters(q, &rc, frees, 1)) < 0 ||
+            (r = write_l1_entry(q, l1, i, 0)) < 0 || (r = apply_frees(&rc, frees, 1)) < 0)
             goto out;
-        uint8_t *z = calloc(h->l1_size - new_l1, 8);
-        if (!z) {
-            r = FAIL(q, -ENOMEM, "out of memory");
-            goto out;
-        }
-        r = bfile_pwrite(q->bd.file, z, (h->l1_size - new_l1) * 8,
-                         h->l1_table_offset + new_l1 * 8);
-        free(z);
-        if (r < 0 || (r = apply_frees(&rc, frees, n)) < 0)
-            goto out;
-        for (uint64_t i = new_l1; i < h->l1_size; i++)
-            l1[i] = 0;
     }
     if ((r = qcow2_rc_flush(&rc)) < 0 || (r = zero_tail(q, &rc, l1, new_size, tab)) < 0 ||
         (r = bfile_sync(q->bd.file)) < 0)

@@ -28,15 +28,16 @@ same() {
     grep -qx "Image resized." out || fail "$img $size: no 'Image resized.'"
     qemu-img resize -q "$@" ref.qcow2 "$size" || fail "qemu-img resize $img $size"
     qemu-img check -q mine.qcow2 || fail "$img $size: qemu-img check"
-    [ "$(vsize mine.qcow2)" = "$(vsize ref.qcow2)" ] || fail "$img $size: virtual size"
+    local vm vr vi; vm=$(vsize mine.qcow2); vr=$(vsize ref.qcow2); vi=$(vsize "$img")
+    [ "$vm" = "$vr" ] || fail "$img $size: virtual size $vm, qemu-img's $vr"
     qemu-img compare -q mine.qcow2 ref.qcow2 || fail "$img $size: differs from qemu-img's"
-    if [ "$(vsize mine.qcow2)" -ge "$(vsize "$img")" ]; then
+    if [ "$vm" -ge "$vi" ]; then
         # grown: the old content, then zeros
         qemu-img compare -q "$img" mine.qcow2 || fail "$img $size: content changed"
-    elif [ "$(vsize "$img")" -le $((64 << 20)) ]; then
+    elif [ "$vi" -le $((64 << 20)) ]; then
         qemu-img convert -O raw "$img" orig.raw
         qemu-img convert -O raw mine.qcow2 mine.raw
-        cmp -n "$(vsize mine.qcow2)" orig.raw mine.raw || fail "$img $size: content changed"
+        cmp -n "$vm" orig.raw mine.raw || fail "$img $size: content changed"
     fi
     return 0
 }
@@ -134,4 +135,22 @@ for w in $(seq 1 12); do
     [ $rc = 0 ] && break
 done
 [ $rc = 0 ] || fail "the grow needs more than 12 writes?"
+# a shrink stopped at any write: no errors (leaks at most), the content
+# below the new size intact
+qemu-img convert -O qcow2 -o cluster_size=4k data.raw sh.qcow2
+qemu-img snapshot -c one sh.qcow2
+qemu-io -t unsafe -c 'write -P 7 1M 8k' sh.qcow2 > /dev/null
+qemu-img convert -O raw sh.qcow2 sh.raw
+for w in $(seq 1 30); do
+    cp sh.qcow2 int.qcow2
+    rc=0; env DISKIMG_FAULT=write:$w+:EIO "$DISKIMG" resize -q --shrink int.qcow2 1M 2> err || rc=$?
+    grep -q "AddressSanitizer\|runtime error" err && { cat err; fail "sanitizer: write $w"; }
+    qrc=0; qemu-img check int.qcow2 > /dev/null 2>&1 || qrc=$?
+    [ $qrc = 0 ] || [ $qrc = 3 ] || fail "shrink stopped at write $w: qemu-img check exits $qrc"
+    qemu-img convert -O raw int.qcow2 int.raw
+    cmp -n 1048576 sh.raw int.raw || fail "shrink stopped at write $w: content"
+    [ $rc = 0 ] && break
+done
+[ $rc = 0 ] || fail "the shrink needs more than 30 writes?"
+[ "$(vsize int.qcow2)" = 1048576 ] || fail "shrink: size"
 exit 0

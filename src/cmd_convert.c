@@ -30,6 +30,8 @@ static const char help_text[] =
     "runs found in the data stay holes (raw) or unallocated clusters (qcow2).\n"
     "The output is written under a temporary name and renamed into place only\n"
     "when complete; a failed or interrupted run leaves nothing at DST.\n"
+    "DST '-' writes to standard output: raw, or qcow2 (the source, which must be\n"
+    "a file, is then read twice: once to plan the layout, once to write it).\n"
     "\n"
     "  -f FMT            source format (raw, qcow2, vmdk, ova); default: probe\n"
     "  -O FMT            output format (raw, qcow2); default raw\n"

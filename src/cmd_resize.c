@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "io/bfile.h"
 #include "util/diag.h"
 #include "util/size.h"
 
@@ -119,7 +120,8 @@ int cmd_resize(int argc, char **argv)
                   bd->drv->name);
         goto out;
     }
-    if (bd->drv->resize(bd, total, shrink) < 0) {
+    /* durable like every change diskimg makes (raw: the new size) */
+    if (bd->drv->resize(bd, total, shrink) < 0 || bfile_sync(bd->file) < 0) {
         cli_report(&d);
         goto out;
     }

@@ -143,6 +143,10 @@ int cmd_measure(int argc, char **argv)
         cli_report(&d);
         goto out;
     }
+    if (src && src->size == UINT64_MAX) {
+        cli_error("%s: the size of a stream is not known; measure a file", filename);
+        goto out;
+    }
     if (drv->measure(&kv, size, src, &m, &d) < 0) {
         cli_report(&d);
         goto out;

@@ -86,5 +86,7 @@ expect_error "" "$DISKIMG" measure -O qcow2 -l nothere snap.qcow2
 # the source read as raw
 same -O qcow2 -f raw mix.qcow2
 expect_error "no such file" "$DISKIMG" measure -O qcow2 nothere.qcow2
+expect_error "size of a stream is not known" sh -c 'cat "$1" | "$2" measure -O qcow2 -' sh \
+    holes.raw "$DISKIMG"
 echo "$n comparisons"
 exit 0

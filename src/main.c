@@ -14,6 +14,8 @@ static const struct command commands[] = {
     { "convert", cmd_convert },
     { "info", cmd_info },
     { "sparsify", cmd_sparsify },
+    { "map", cmd_map },
+    { "compare", cmd_compare },
 };
 
 static const char usage_text[] =
@@ -28,6 +30,11 @@ static const char usage_text[] =
     "                       show the format, sizes and details of an image\n"
     "  sparsify [--dry-run] [-S SIZE] IMG\n"
     "                       punch holes into the zero runs of a raw image, in place\n"
+    "  map      [-f FMT] [--output=human|json] [--start-offset N] [--max-length N]\n"
+    "           IMG\n"
+    "                       show which ranges hold data, zeros or nothing, and where\n"
+    "  compare  [-f FMT] [-F FMT] [-s] [-p] [-q] IMG1 IMG2\n"
+    "                       compare the guest content of two images\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

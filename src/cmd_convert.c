@@ -170,6 +170,13 @@ static int parse_args(int argc, char **argv, struct args *a)
             return cli_usage_error("convert", "bad option");
         }
     }
+    if (kvopts_wants_help(&a->o)) {
+        const struct bd_driver *drv = bd_find_driver(a->out_fmt);
+        if (!drv || !drv->create)
+            return cli_usage_error("convert", "unknown output format '%s'", a->out_fmt);
+        fputs(drv->create_options_help ? drv->create_options_help : "no options\n", stdout);
+        return -1;
+    }
     if (argc - optind < 2)
         return cli_usage_error("convert", "expected a source and a destination");
     a->srcs = argv + optind;
@@ -181,8 +188,6 @@ static int parse_args(int argc, char **argv, struct args *a)
         return cli_usage_error("convert", "-F needs -B");
     if (a->quiet && a->progress == PROGRESS_BAR)
         a->progress = PROGRESS_NONE;
-    if (a->salvage)
-        return cli_usage_error("convert", "--salvage is not supported yet");
     if (a->cache) {
         static const char *const modes[] = { "none", "writeback", "unsafe", "writethrough",
                                              "directsync" };
@@ -244,10 +249,23 @@ static char *backing_path(const char *backing, const char *dst)
     return p;
 }
 
+static void print_warning(void *opaque, const char *file, int64_t offset, const char *msg)
+{
+    const struct args *a = opaque;
+    if (a->quiet)
+        return;
+    if (file && offset >= 0)
+        fprintf(stderr, "diskimg: warning: %s: %s (offset %lld)\n", file, msg, (long long)offset);
+    else if (offset >= 0)
+        fprintf(stderr, "diskimg: warning: %s (offset %lld)\n", msg, (long long)offset);
+    else
+        fprintf(stderr, "diskimg: warning: %s\n", msg);
+}
+
 int cmd_convert(int argc, char **argv)
 {
     struct args a;
-    struct diag d;
+    struct diag d, src_d;
     struct bd **src = NULL;
     struct bd *out = NULL, *out_backing = NULL;
     struct ioq *ioq = NULL;
@@ -260,6 +278,9 @@ int cmd_convert(int argc, char **argv)
     if (r)
         return r < 0 ? 0 : 1;
     diag_init(&d);
+    diag_init(&src_d);
+    d.warn = print_warning;
+    d.warn_opaque = &a;
     outfile_install_signal_cleanup();
 
     const struct bd_driver *odrv = bd_find_driver(a.out_fmt);
@@ -292,18 +313,25 @@ int cmd_convert(int argc, char **argv)
             cli_error("a stream (-) can only be the only source");
             goto fail;
         }
-        if ((r = bd_open(&src[i], a.srcs[i], &oo, &d)) < 0)
-            goto fail;
+        /* with --salvage the sources report apart, so that their read errors
+         * become warnings instead of the command's error */
+        if ((r = bd_open(&src[i], a.srcs[i], &oo, a.salvage ? &src_d : &d)) < 0) {
+            if (!a.salvage)
+                goto fail;
+            cli_report(&src_d);
+            goto fail_quiet;
+        }
         if (src[i]->file && src[i]->file->kind == BFILE_STREAM)
             sequential = true;
-        if (src[i]->size == UINT64_MAX) {
-            diag_fail(&d, -ENOTSUP, src[i]->filename, -1,
-                      "the size of this stream is unknown; raw input from a pipe is "
-                      "not supported yet");
-            goto fail;
-        }
     }
     uint64_t total = convert_total_size(src, (size_t)a.nsrcs);
+    /* raw from a pipe: the size is known only at its end */
+    bool size_unknown = total == UINT64_MAX;
+    if (size_unknown && strcmp(odrv->name, "raw") != 0) {
+        cli_error("%s: the size of a raw stream is not known in advance; convert it "
+                  "with -O raw (or from a file) to get %s output", a.srcs[0], odrv->name);
+        goto fail_quiet;
+    }
 
     /* never write onto an input */
     struct stat dst_st;
@@ -343,13 +371,17 @@ int cmd_convert(int argc, char **argv)
         goto fail_quiet;
     }
 
+    /* durable output is synced at the end anyway: writing it back as we go
+     * keeps the dirty page cache small and overlaps the disk with the work */
+    if (durable && !direct)
+        bfile_set_writebehind(of.f, 32u << 20);
     if (of.f->kind != BFILE_STREAM) {
         struct ioq_opts qo = { 0 };
         if ((r = ioq_create(&ioq, &qo, &d)) < 0)
             goto fail;
     }
     struct bd_create_opts co = {
-        .size = total, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
+        .size = size_unknown ? 0 : total, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
         .compress = a.compress, .durable = durable, .existing = a.no_create,
         .target_is_zero = a.target_is_zero, .ioq = ioq,
     };
@@ -368,10 +400,13 @@ int cmd_convert(int argc, char **argv)
         .sparse_size = a.sparse, .threads = online_cpus(), .inflight = 2 * a.m,
         .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM,
         .compress = a.compress, .sequential = sequential, .ioq = ioq,
+        .salvage = a.salvage, .src_diag = &src_d,
         .progress = progress_update, .progress_opaque = &prog,
     };
     double t0 = progress_now();
     r = convert_run(&copts, &d, &st);
+    if (r == 0 && size_unknown)
+        r = out->drv->resize(out, st.total, true);
     if (r == 0)
         r = out->drv->finish(out);
     if (r == 0)
@@ -379,6 +414,10 @@ int cmd_convert(int argc, char **argv)
     progress_finish(&prog, r == 0);
     if (r < 0)
         goto fail;
+    if (st.salvaged && !a.quiet)
+        fprintf(stderr, "diskimg: warning: %s: %llu bytes of the source could not be read "
+                "and were written as zeros (--salvage)\n", a.dst,
+                (unsigned long long)st.salvaged);
     if (a.verbose) {
         char tb[32], rb[32], zb[32], wb[32];
         size_human(st.total, tb, sizeof(tb));

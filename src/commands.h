@@ -5,6 +5,7 @@
 #define DISKIMG_COMMANDS_H
 
 int cmd_convert(int argc, char **argv);
+int cmd_create(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_sparsify(int argc, char **argv);
 int cmd_map(int argc, char **argv);

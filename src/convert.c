@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "formats/bd.h"
+#include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"
 #include "zerodetect/zerodetect.h"
@@ -65,6 +66,8 @@ struct cv {
     uint64_t cache_start, cache_end;   /* cached block status [start, end) */
     unsigned cache_flags;
 
+    bool size_unknown;         /* a raw stream: the size is found at EOF */
+
     uint64_t done;
     uint8_t *zero_chunk;       /* zeros for fully allocated output (-S 0) */
     pthread_t *threads;
@@ -74,8 +77,11 @@ struct cv {
 uint64_t convert_total_size(struct bd **src, size_t nsrc)
 {
     uint64_t t = 0;
-    for (size_t i = 0; i < nsrc; i++)
+    for (size_t i = 0; i < nsrc; i++) {
+        if (src[i]->size > UINT64_MAX - t)
+            return UINT64_MAX;
         t += src[i]->size;
+    }
     return t;
 }
 
@@ -157,13 +163,26 @@ static int plan_next(struct cv *cv, struct job *j)
 {
     uint64_t pos = cv->plan_pos, end;
     unsigned flags;
-    int r = source_status(cv, pos, &flags, &end);
+    int r;
 
-    if (r < 0)
-        return r;
     j->off = pos;
     j->err = 0;
     j->nruns = 0;
+    if (cv->size_unknown) {
+        /* a stream: whole chunks until the read comes up short */
+        j->gap = false;
+        j->len = cv->chunk;
+        cv->plan_pos = pos + cv->chunk;
+        return 0;
+    }
+    if ((r = source_status(cv, pos, &flags, &end)) < 0) {
+        if (!cv->o->salvage)
+            return r;
+        /* unknown allocation: read it, the reads will say what is there */
+        diag_clear(cv->o->src_diag);
+        flags = BD_DATA;
+        end = pos + cv->granule;
+    }
     if (flags & BD_ZERO) {
         /* extend over following zero extents (cheap: no buffer involved) */
         while (end < cv->total && end - pos < (1ULL << 40)) {
@@ -293,9 +312,84 @@ static int compress_job(struct cv *cv, struct job *j)
     return 0;
 }
 
+/* A raw stream of unknown size: read a chunk; a short read is the end
+ * (sequential mode: only this thread plans and reads). */
+static int stream_read_job(struct cv *cv, struct job *j)
+{
+    size_t got;
+    int r = bfile_pread_upto(cv->o->src[0]->file, j->buf, (size_t)j->len, j->off, &got);
+
+    if (r < 0)
+        return r;
+    if (got < j->len) {
+        j->len = got;
+        cv->total = j->off + got;
+        cv->plan_pos = cv->total;
+        cv->st->total = cv->total;
+    }
+    return 0;
+}
+
+/* --salvage: read what can be read, in 4 KiB pieces and then sectors, and
+ * turn what cannot into zeros with a warning per unreadable range. */
+static int salvage_job(struct cv *cv, struct job *j)
+{
+    struct diag *sd = cv->o->src_diag;
+    uint64_t bad_start = 0, bad_len = 0;
+    char why[512] = "", file[1024] = "";
+
+    for (uint64_t p = 0; p < j->len;) {
+        uint64_t piece = min_u64(4096 - (j->off + p) % 4096, j->len - p);
+        if (source_read(cv, j->buf + p, j->off + p, piece) == 0) {
+            p += piece;
+            continue;
+        }
+        for (uint64_t q = p; q < p + piece;) {
+            uint64_t sec = min_u64(512 - (j->off + q) % 512, p + piece - q);
+            if (source_read(cv, j->buf + q, j->off + q, sec) < 0) {
+                memset(j->buf + q, 0, (size_t)sec);
+                if (bad_len && bad_start + bad_len == j->off + q) {
+                    bad_len += sec;
+                } else {
+                    if (bad_len)
+                        diag_warn(cv->d, file, (int64_t)bad_start,
+                                  "%llu bytes could not be read (%s); written as zeros",
+                                  (unsigned long long)bad_len, why);
+                    bad_start = j->off + q;
+                    bad_len = sec;
+                    pthread_mutex_lock(&sd->lock);
+                    snprintf(why, sizeof(why), "%s", sd->what);
+                    snprintf(file, sizeof(file), "%s", sd->file);
+                    pthread_mutex_unlock(&sd->lock);
+                }
+                diag_clear(sd);
+                pthread_mutex_lock(&cv->lock);
+                cv->st->salvaged += sec;
+                pthread_mutex_unlock(&cv->lock);
+            }
+            q += sec;
+        }
+        p += piece;
+    }
+    if (bad_len)
+        diag_warn(cv->d, file, (int64_t)bad_start,
+                  "%llu bytes could not be read (%s); written as zeros",
+                  (unsigned long long)bad_len, why);
+    return 0;
+}
+
 static int process_job(struct cv *cv, struct job *j)
 {
-    int r = source_read(cv, j->buf, j->off, j->len);
+    int r = cv->size_unknown ? stream_read_job(cv, j) : source_read(cv, j->buf, j->off, j->len);
+
+    if (r < 0 && cv->o->salvage && !cv->size_unknown) {
+        diag_clear(cv->o->src_diag);
+        r = salvage_job(cv, j);
+    }
+    /* the image's last write may be padded to 4 KiB by an O_DIRECT output:
+     * the bytes after the end must be zeros (the buffer holds a whole chunk) */
+    if (r == 0 && j->off + j->len == cv->total && j->len % 4096)
+        memset(j->buf + j->len, 0, (size_t)(min_u64(align_up(j->len, 4096), cv->chunk) - j->len));
 
     if (r == 0 && cv->o->out_backing)
         r = read_backing(cv, j);
@@ -347,7 +441,8 @@ static void release_job(struct cv *cv, struct job *j)
 {
     cv->done += j->len;
     if (cv->o->progress)
-        cv->o->progress(cv->o->progress_opaque, cv->done, cv->total);
+        cv->o->progress(cv->o->progress_opaque, cv->done,
+                        cv->size_unknown && cv->plan_pos < cv->total ? 0 : cv->total);
     pthread_mutex_lock(&cv->lock);
     j->state = J_FREE;
     j->next = cv->free_list;
@@ -717,6 +812,11 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     cv.d = d;
     cv.st = st;
     cv.total = convert_total_size(o->src, o->nsrc);
+    cv.size_unknown = o->nsrc == 1 && o->src[0]->size == UINT64_MAX;
+    if (cv.size_unknown && !o->sequential) {
+        r = diag_fail(d, -EINVAL, NULL, -1, "internal error: a stream needs sequential mode");
+        goto out;
+    }
     cv.granule = o->out->granule ? o->out->granule : 512;
     /* zero detection works in 4 KiB units where -S allows (file systems
      * allocate 4 KiB blocks: smaller holes free nothing), else in 512 */
@@ -758,7 +858,7 @@ int convert_run(const struct convert_opts *o, struct diag *d,
         }
     }
     if (o->progress)
-        o->progress(o->progress_opaque, 0, cv.total);
+        o->progress(o->progress_opaque, 0, cv.size_unknown ? 0 : cv.total);
     r = cv.err ? cv.err : run_loop(&cv, ioq);
 
     pthread_mutex_lock(&cv.lock);

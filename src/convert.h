@@ -40,11 +40,14 @@ struct convert_opts {
     bool sequential;           /* a source is a stream: read strictly in
                                   order, no lookahead, no threads */
     bool salvage;              /* read errors become zeros and warnings */
+    struct diag *src_diag;     /* with salvage: where the sources report
+                                  (kept apart from the command's diag) */
     bool skip_gaps;            /* zero ranges known from metadata need no
                                   write_zeroes (sparsify in place) */
     struct ioq *ioq;           /* the output's write queue, reaped here */
 
-    /* Called on the calling thread as work completes (done <= total). */
+    /* Called on the calling thread as work completes (done <= total; total
+     * is 0 while the size of a stream is unknown). */
     void (*progress)(void *opaque, uint64_t done, uint64_t total);
     void *progress_opaque;
 };
@@ -61,7 +64,9 @@ struct convert_stats {
     size_t chunk;
 };
 
-/* Sum of the sources' virtual sizes. */
+/* Sum of the sources' virtual sizes (UINT64_MAX for a raw stream of unknown
+ * size: then convert_run reads to its end and reports the size in
+ * stats.total; it must be the only source, in sequential mode). */
 uint64_t convert_total_size(struct bd **src, size_t nsrc);
 
 int convert_run(const struct convert_opts *o, struct diag *d,

@@ -12,6 +12,7 @@ struct command {
 
 static const struct command commands[] = {
     { "convert", cmd_convert },
+    { "create", cmd_create },
     { "info", cmd_info },
     { "sparsify", cmd_sparsify },
     { "map", cmd_map },
@@ -26,6 +27,8 @@ static const char usage_text[] =
     "  convert  [-f FMT] [-O FMT] [-o OPTS] [-S SIZE] [-n] [-p] [-q] [-m N] [-W]\n"
     "           [-t CACHE] SRC DST\n"
     "                       copy an image, leaving zero ranges as holes\n"
+    "  create   [-q] [-f FMT] [-o OPTS] [-b BACKING -F BFMT] [-u] IMG [SIZE]\n"
+    "                       create a new empty image (raw or qcow2)\n"
     "  info     [-f FMT] [--output=human|json] IMG\n"
     "                       show the format, sizes and details of an image\n"
     "  sparsify [--dry-run] [-S SIZE] IMG\n"

@@ -58,7 +58,8 @@ struct map_entry {
     bool present, zero, data;
     bool has_offset;
     uint64_t offset;
-    const struct bd *host;   /* the layer whose file holds the bytes */
+    const struct bd *host;         /* the layer whose file holds the bytes */
+    const struct bfile *host_file; /* that file when it is not host->file */
 };
 
 /* qemu-img names a backing file by joining the folder of the name its
@@ -79,6 +80,8 @@ static char *combine_path(const char *base, const char *name)
 struct chain_names {
     char *name[BD_MAX_DEPTH + 1];
     int n;
+    const struct bfile *last_file;  /* host_name()'s cache */
+    char *last_name;
 };
 
 static int chain_names_init(struct chain_names *cn, const struct bd *top, const char *arg)
@@ -101,15 +104,43 @@ static void chain_names_free(struct chain_names *cn)
 {
     for (int i = 0; i < cn->n; i++)
         free(cn->name[i]);
+    free(cn->last_name);
 }
 
-static const char *host_name(const struct chain_names *cn, const struct bd *host)
+/* A file the image refers to (a vmdk extent, a qcow2 data file) was opened
+ * by its resolved path, inside the image's folder unless --allow-external;
+ * qemu-img names it by joining the image's name and the reference. */
+static char *ref_name(const char *image_name, const struct bd *host, const char *path)
 {
-    if (!host)
-        return "";
-    if (host->depth >= 0 && host->depth < cn->n)
-        return cn->name[host->depth];
-    return host->filename ? host->filename : "";
+    char *real = host->file && host->file->path ? realpath(host->file->path, NULL) : NULL;
+    char *slash = real ? strrchr(real, '/') : NULL;
+    char *name;
+
+    if (slash && slash != real && !strncmp(path, real, (size_t)(slash - real)) &&
+        path[slash - real] == '/')
+        name = combine_path(image_name, path + (slash - real) + 1);
+    else
+        name = strdup(path);
+    free(real);
+    return name;
+}
+
+/* The file name the human form prints for `e` (cached: lines in a row
+ * usually name the same file). */
+static const char *host_name(struct chain_names *cn, const struct map_entry *e)
+{
+    const struct bd *host = e->host;
+    const char *image = !host ? "" : host->depth >= 0 && host->depth < cn->n
+                                    ? cn->name[host->depth] : host->filename;
+
+    if (!host || !e->host_file || !e->host_file->path)
+        return image ? image : "";
+    if (cn->last_file != e->host_file) {
+        free(cn->last_name);
+        cn->last_name = ref_name(image, host, e->host_file->path);
+        cn->last_file = cn->last_name ? e->host_file : NULL;
+    }
+    return cn->last_name ? cn->last_name : e->host_file->path;
 }
 
 static void entry_from_extent(struct map_entry *m, uint64_t off, const struct bd_extent *e)
@@ -126,6 +157,7 @@ static void entry_from_extent(struct map_entry *m, uint64_t off, const struct bd
     if (m->has_offset) {
         m->offset = (uint64_t)e->host_offset;
         m->host = e->host;
+        m->host_file = e->host_file;
     }
 }
 
@@ -136,7 +168,8 @@ static bool mergeable(const struct map_entry *cur, const struct map_entry *next)
         return false;
     if (cur->zero != next->zero || cur->data != next->data ||
         cur->depth != next->depth || cur->present != next->present ||
-        cur->has_offset != next->has_offset || cur->host != next->host)
+        cur->has_offset != next->has_offset || cur->host != next->host ||
+        cur->host_file != next->host_file)
         return false;
     if (cur->has_offset && cur->offset + cur->length != next->offset)
         return false;
@@ -145,7 +178,7 @@ static bool mergeable(const struct map_entry *cur, const struct map_entry *next)
 
 /* Print `e` (and, in the human form, relax `next` as qemu-img does so that
  * ranges it does not print coalesce).  Returns 0 or -1 (message printed). */
-static int dump_entry(bool json, const struct chain_names *cn, struct map_entry *e,
+static int dump_entry(bool json, struct chain_names *cn, struct map_entry *e,
                       struct map_entry *next)
 {
     if (json) {
@@ -173,7 +206,7 @@ static int dump_entry(bool json, const struct chain_names *cn, struct map_entry 
         snprintf(a, sizeof(a), e->start ? "0x%" PRIx64 : "0", e->start);
         snprintf(b, sizeof(b), e->length ? "0x%" PRIx64 : "0", e->length);
         snprintf(c, sizeof(c), e->offset ? "0x%" PRIx64 : "0", e->offset);
-        printf("%-16s%-16s%-16s%s\n", a, b, c, host_name(cn, e->host));
+        printf("%-16s%-16s%-16s%s\n", a, b, c, host_name(cn, e));
     }
     if (next && (!next->data || next->zero)) {
         next->data = false;
@@ -182,7 +215,7 @@ static int dump_entry(bool json, const struct chain_names *cn, struct map_entry 
     return 0;
 }
 
-static int run_map(struct bd *bd, const struct chain_names *cn, bool json,
+static int run_map(struct bd *bd, struct chain_names *cn, bool json,
                    uint64_t start, uint64_t max_len, bool have_max)
 {
     uint64_t end = bd->size;

@@ -304,6 +304,7 @@ int bd_block_status(struct bd *bd, uint64_t off, uint64_t len,
             e->flags = BD_ZERO;
             e->host_offset = -1;
             e->host = NULL;
+            e->host_file = NULL;
             return 0;
         }
         len = e->len;

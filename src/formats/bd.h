@@ -54,6 +54,9 @@ struct bd_extent {
     int depth;              /* 0 = this image, 1 = its backing file, ... */
     int64_t host_offset;    /* where the bytes are in `host`, or -1 */
     const struct bd *host;  /* the layer whose file holds them, or NULL */
+    /* The file holding the bytes when it is not host->file (a vmdk extent
+     * file, a qcow2 external data file), else NULL. */
+    const struct bfile *host_file;
 };
 
 /* --- options --------------------------------------------------------------- */

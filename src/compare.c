@@ -27,6 +27,7 @@
 #define SECTOR 512u
 #define MAX_CHUNK (16u << 20)
 #define MAX_SEGS 32      /* block-status ranges one job may span */
+#define BUFFER_BUDGET (64u << 20)  /* all read buffers together */
 
 enum job_kind {
     JOB_BOTH,    /* read both images, memcmp */
@@ -392,9 +393,12 @@ static int setup(struct cmp *c, struct diag *d)
     const struct compare_opts *o = c->o;
 
     if (o->threads < 1 || o->threads > 16 || o->inflight < o->threads || o->inflight > 64 ||
-        !o->chunk || o->chunk % SECTOR || o->chunk > MAX_CHUNK)
+        !o->chunk || o->chunk % SECTOR || o->chunk > MAX_CHUNK ||
+        (uint64_t)o->inflight * o->chunk > BUFFER_BUDGET / 2)
         return diag_fail(d, -EINVAL, NULL, -1, "internal error: bad compare options");
-    c->cap = o->inflight;
+    /* no more slots than the images have chunks (a small image needs few) */
+    uint64_t chunks = c->total / o->chunk + 1;
+    c->cap = chunks < o->inflight ? (unsigned)chunks : o->inflight;
     c->ring = calloc(c->cap, sizeof(*c->ring));
     c->threads = calloc(o->threads, sizeof(*c->threads));
     if (!c->ring || !c->threads)
@@ -407,7 +411,7 @@ static int setup(struct cmp *c, struct diag *d)
                                  "out of memory for %u read buffers of %zu bytes",
                                  2 * c->cap, o->chunk);
             }
-    for (unsigned i = 0; i < o->threads; i++) {
+    for (unsigned i = 0; i < o->threads && i < c->cap; i++) {
         int r = pthread_create(&c->threads[i], NULL, worker, c);
         if (r != 0)
             return diag_errno(d, -r, NULL, -1, "cannot start a worker thread");

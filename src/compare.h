@@ -27,7 +27,8 @@ struct compare_opts {
     bool strict;          /* -s: sizes and block status must match too */
     unsigned threads;     /* worker threads, 1..16 */
     unsigned inflight;    /* chunks read ahead, threads..64 */
-    size_t chunk;         /* bytes per chunk, a multiple of 512, <= 16 MiB */
+    size_t chunk;         /* bytes per chunk, a multiple of 512, <= 16 MiB;
+                             2 * inflight * chunk <= 64 MiB */
     /* progress: bytes decided so far out of max(size1, size2) */
     void (*progress)(void *opaque, uint64_t done, uint64_t total);
     void *progress_opaque;

@@ -309,7 +309,7 @@ struct setting {
 
 static const struct setting settings[] = {
     { 1, 1, 512 }, { 1, 3, 4096 }, { 2, 2, 65536 }, { 2, 8, 1 << 20 },
-    { 4, 16, 8192 }, { 3, 5, 3 * 512 }, { 8, 64, 1 << 20 },
+    { 4, 16, 8192 }, { 3, 5, 3 * 512 }, { 8, 64, 256 << 10 },
 };
 
 static const char *const verdicts[] = { "identical", "content", "strict-size", "strict-status" };

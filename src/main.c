@@ -14,6 +14,7 @@ static const struct command commands[] = {
     { "convert", cmd_convert },
     { "create", cmd_create },
     { "info", cmd_info },
+    { "check", cmd_check },
     { "sparsify", cmd_sparsify },
     { "map", cmd_map },
     { "compare", cmd_compare },
@@ -31,6 +32,8 @@ static const char usage_text[] =
     "                       create a new empty image (raw or qcow2)\n"
     "  info     [-f FMT] [--output=human|json] IMG\n"
     "                       show the format, sizes and details of an image\n"
+    "  check    [-f FMT] [--output=human|json] IMG\n"
+    "                       verify an image's metadata (exit 2 corrupt, 3 leaks)\n"
     "  sparsify [--dry-run] [-S SIZE] IMG\n"
     "                       punch holes into the zero runs of a raw image, in place\n"
     "  map      [-f FMT] [--output=human|json] [--start-offset N] [--max-length N]\n"

@@ -43,8 +43,10 @@ struct kvopts;
 /* --- block status --------------------------------------------------------- */
 
 #define BD_DATA       0x1  /* holds bytes that must be read (may still be zeros) */
-#define BD_ZERO       0x2  /* reads as zeros (may be combined with BD_DATA for
-                              preallocated zero clusters) */
+#define BD_ZERO       0x2  /* reads as zeros; with a host_offset: a zero
+                              cluster that keeps its host cluster; with
+                              BD_DATA: stored bytes that are a file hole
+                              (metadata preallocation, vmdk flat extents) */
 #define BD_ALLOCATED  0x4  /* this layer decides the content (qemu "present") */
 #define BD_COMPRESSED 0x8  /* stored compressed (no usable host offset) */
 

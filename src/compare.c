@@ -86,6 +86,11 @@ struct cmp {
     struct status_cache sc[2];
 };
 
+/* Measured on the 4 GiB bench disk (bench/compare.sh, 2 cores): the
+ * kernel's copy into our buffers dominates, and it is cheapest when all
+ * buffers stay in the CPU caches.  256 KiB chunks with 2 slots per thread
+ * (2 MiB of buffers for 2 threads) used about 30% less CPU than 1 MiB
+ * chunks with 4 slots per thread, and less than qemu-img's 2 MiB buffers. */
 void compare_opts_default(struct compare_opts *o)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -93,13 +98,11 @@ void compare_opts_default(struct compare_opts *o)
     memset(o, 0, sizeof(*o));
     if (n < 2)
         n = 2;          /* reads overlap even on one CPU */
-    if (n > 8)
-        n = 8;
+    if (n > 4)
+        n = 4;
     o->threads = (unsigned)n;
-    o->inflight = 4 * (unsigned)n;
-    if (o->inflight > 16)
-        o->inflight = 16;
-    o->chunk = 1u << 20;
+    o->inflight = 2 * (unsigned)n;
+    o->chunk = 256u << 10;
 }
 
 /* --- checking one job (worker threads) ------------------------------------- */

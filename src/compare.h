@@ -59,7 +59,7 @@ struct compare_result {
     int image;
 };
 
-/* Defaults: threads from the CPU count, 1 MiB chunks. */
+/* Defaults: threads from the CPU count (2..4), 256 KiB chunks, two per thread. */
 void compare_opts_default(struct compare_opts *o);
 
 /* Compare `a` and `b`.  Returns 0 with the verdict in *res, or a negative

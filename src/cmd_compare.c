@@ -20,7 +20,8 @@ static const char help_text[] =
     "formats and allocation.  Images of different sizes are identical when the\n"
     "larger one reads as zeros past the end of the smaller one (unless -s).\n"
     "Ranges both images know to be zero are not read; the rest is read with\n"
-    "several requests in flight.\n"
+    "several requests in flight.  One image may be a pipe (\"-\" for standard\n"
+    "input, or <(zstdcat disk.raw.zst)): it is read once, in order.\n"
     "\n"
     "  -f FMT            format of IMG1 (raw, qcow2, vmdk, ova); default: probe\n"
     "  -F FMT            format of IMG2; default: probe\n"
@@ -73,12 +74,6 @@ static int open_image(struct bd **bd, const char *path, const char *fmt, bool al
     oo->allow_external = allow_external;
     if (bd_open(bd, path, oo, d) < 0) {
         cli_report(d);
-        return -1;
-    }
-    if ((*bd)->file && (*bd)->file->kind == BFILE_STREAM) {
-        cli_error("%s: compare needs images it can read in any order, not a pipe", path);
-        bd_close(*bd);
-        *bd = NULL;
         return -1;
     }
     return 0;
@@ -139,6 +134,18 @@ int cmd_compare(int argc, char **argv)
     if (open_image(&a, name1, fmt1, allow_external, &oo1, &d) < 0)
         return EXIT_OPEN;
     if (open_image(&b, name2, fmt2, allow_external, &oo2, &d) < 0) {
+        bd_close(a);
+        return EXIT_OPEN;
+    }
+    bool pipe1 = a->file && a->file->kind == BFILE_STREAM;
+    bool pipe2 = b->file && b->file->kind == BFILE_STREAM;
+    if ((pipe1 && pipe2) || ((pipe1 || pipe2) && co.strict)) {
+        if (pipe1 && pipe2)
+            cli_error("%s, %s: only one of the images can be a pipe", name1, name2);
+        else
+            cli_error("%s: a pipe has no allocation to compare; -s needs files",
+                      pipe1 ? name1 : name2);
+        bd_close(b);
         bd_close(a);
         return EXIT_OPEN;
     }

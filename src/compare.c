@@ -11,6 +11,11 @@
  * does not depend on which thread was faster.  Events the walker finds
  * itself (a block-status failure, a strict-mode status mismatch) lie after
  * every queued job, so they decide only once the ring is drained.
+ *
+ * One image may be a stream (a pipe): the walker reads it in order into
+ * each job's buffer before handing the job out, and the workers read the
+ * other image.  A raw stream's size is found at its end: the job that meets
+ * the end is cut there, and the rest of the walk uses the size found.
  */
 #include "compare.h"
 
@@ -21,6 +26,7 @@
 #include <unistd.h>
 
 #include "formats/bd.h"
+#include "io/bfile.h"
 #include "util/diag.h"
 #include "zerodetect/zerodetect.h"
 
@@ -84,6 +90,9 @@ struct cmp {
     bool decided;               /* res holds the answer */
     uint64_t pos;               /* walk position */
     struct status_cache sc[2];
+
+    int stream;                 /* the image read in order by the walker, or -1 */
+    bool size_unknown;          /* the stream's size is found at its end */
 };
 
 /* Measured on the 4 GiB bench disk (bench/compare.sh, 2 cores): the
@@ -146,13 +155,15 @@ static void run_job(struct cmp *c, struct job *j)
     size_t len = (size_t)j->len;
     int r;
 
+    if (j->err)
+        return;     /* the walker's read of the stream failed */
     if (j->kind == JOB_BOTH) {
-        if ((r = bd_pread(c->img[0], j->buf[0], len, j->off)) < 0) {
+        if (c->stream != 0 && (r = bd_pread(c->img[0], j->buf[0], len, j->off)) < 0) {
             j->err = r;
             j->err_image = 1;
             return;
         }
-        if ((r = bd_pread(c->img[1], j->buf[1], len, j->off)) < 0) {
+        if (c->stream != 1 && (r = bd_pread(c->img[1], j->buf[1], len, j->off)) < 0) {
             j->err = r;
             j->err_image = 2;
             return;
@@ -164,7 +175,7 @@ static void run_job(struct cmp *c, struct job *j)
         return;
     }
     int k = j->kind == JOB_ZERO_0 ? 0 : 1;
-    if ((r = bd_pread(c->img[k], j->buf[0], len, j->off)) < 0) {
+    if (c->stream != k && (r = bd_pread(c->img[k], j->buf[0], len, j->off)) < 0) {
         j->err = r;
         j->err_image = k + 1;
         return;
@@ -209,7 +220,15 @@ static void report_progress(struct cmp *c)
     if (!c->o->progress)
         return;
     uint64_t done = c->tail < c->head || c->open ? c->ring[c->tail % c->cap].off : c->pos;
-    c->o->progress(c->o->progress_opaque, done, c->total);
+    uint64_t total = c->total;
+    if (c->stream >= 0) {
+        /* as much as is known: the larger size, once the stream has ended */
+        uint64_t other = c->img[1 - c->stream]->size, st = c->img[c->stream]->size;
+        total = c->size_unknown && st == UINT64_MAX ? other : (st > other ? st : other);
+        if (total < done)
+            total = done;
+    }
+    c->o->progress(c->o->progress_opaque, done, total);
 }
 
 /* Wait for the oldest job and retire it, running queued jobs meanwhile.
@@ -253,12 +272,49 @@ static bool retire_one(struct cmp *c)
     return false;
 }
 
+static bool reads_stream(const struct cmp *c, enum job_kind kind)
+{
+    return c->stream >= 0 &&
+           (kind == JOB_BOTH || kind == (c->stream == 0 ? JOB_ZERO_0 : JOB_ZERO_1));
+}
+
+/* Read the stream's part of job j, in order.  A raw stream of unknown size
+ * that ends inside the job cuts it there and gets its size. */
+static void read_stream(struct cmp *c, struct job *j)
+{
+    int k = c->stream;
+    struct bd *s = c->img[k];
+    uint8_t *buf = j->kind == JOB_BOTH ? j->buf[k] : j->buf[0];
+    size_t got = (size_t)j->len;
+    int r;
+
+    if (c->size_unknown && s->size == UINT64_MAX) {
+        r = bfile_pread_upto(s->file, buf, (size_t)j->len, j->off, &got);
+        if (r == 0 && got < j->len) {
+            s->size = j->off + got;
+            j->len = got;
+        }
+    } else {
+        r = bd_pread(s, buf, (size_t)j->len, j->off);
+    }
+    if (r < 0) {
+        j->err = r;
+        j->err_image = k + 1;
+    }
+}
+
 /* Hand the job the walker is filling to the threads. */
 static void publish(struct cmp *c)
 {
     if (!c->open)
         return;
     c->open = false;
+    struct job *j = &c->ring[c->head % c->cap];
+    if (reads_stream(c, j->kind)) {
+        read_stream(c, j);
+        if (j->len == 0 && !j->err)
+            return;     /* the stream ended where the job began */
+    }
     pthread_mutex_lock(&c->lock);
     c->head++;
     if (c->idle)
@@ -286,6 +342,8 @@ static void submit(struct cmp *c, uint64_t off, uint64_t len, uint64_t seg_start
         if (c->open && (j->kind != kind || j->off + j->len != off || j->len == chunk ||
                         (j->nseg == MAX_SEGS && j->seg[j->nseg - 1] != seg_start)))
             publish(c);
+        if (reads_stream(c, kind) && off >= c->img[c->stream]->size)
+            return;     /* past the end of the stream, found meanwhile */
         if (!c->open) {
             if (c->head - c->tail == c->cap && retire_one(c))
                 return;
@@ -315,7 +373,13 @@ static int status_at(struct cmp *c, int k, uint64_t limit, struct status_cache *
     struct status_cache *s = &c->sc[k];
     struct bd_extent e;
 
-    if (!(c->pos >= s->start && c->pos < s->end && s->end <= limit)) {
+    if (k == c->stream) {
+        /* no block status from a pipe: bytes to read, up to the limit */
+        s->start = c->pos;
+        s->end = limit;
+        s->flags = BD_DATA | BD_ALLOCATED;
+        s->has_offset = true;
+    } else if (!(c->pos >= s->start && c->pos < s->end && s->end <= limit)) {
         int r = bd_block_status(c->img[k], c->pos, limit - c->pos, &e);
         if (r < 0) {
             c->res->failure = COMPARE_FAIL_STATUS;
@@ -338,10 +402,23 @@ static unsigned strict_status(const struct status_cache *s)
     return (s->flags & (BD_DATA | BD_ZERO | BD_ALLOCATED)) | (s->has_offset ? 0x100u : 0);
 }
 
-/* The part both images have.  Returns 0 or a negative errno (walker failure). */
-static int walk_common(struct cmp *c, uint64_t common)
+static uint64_t common_size(const struct cmp *c)
 {
-    while (c->pos < common && !c->decided) {
+    return c->img[0]->size < c->img[1]->size ? c->img[0]->size : c->img[1]->size;
+}
+
+/* After the stream ended inside the range the walker had reached. */
+static void clamp_pos(struct cmp *c)
+{
+    if (c->stream >= 0 && c->pos > c->img[c->stream]->size)
+        c->pos = c->img[c->stream]->size;
+}
+
+/* The part both images have.  Returns 0 or a negative errno (walker failure). */
+static int walk_common(struct cmp *c)
+{
+    while (c->pos < common_size(c) && !c->decided) {
+        uint64_t common = common_size(c);
         struct status_cache *s0, *s1;
         int r;
         if ((r = status_at(c, 0, common, &s0)) < 0 || (r = status_at(c, 1, common, &s1)) < 0)
@@ -363,6 +440,7 @@ static int walk_common(struct cmp *c, uint64_t common)
         else
             publish(c);     /* the gap ends the open job: let it run */
         c->pos = end;
+        clamp_pos(c);
         if (c->tail == c->head)
             report_progress(c);
     }
@@ -372,11 +450,9 @@ static int walk_common(struct cmp *c, uint64_t common)
 /* The tail of the larger image, image k, must read as zeros. */
 static int walk_tail(struct cmp *c, int k)
 {
-    uint64_t size = c->img[k]->size;
-
-    while (c->pos < size && !c->decided) {
+    while (c->pos < c->img[k]->size && !c->decided) {
         struct status_cache *s;
-        int r = status_at(c, k, size, &s);
+        int r = status_at(c, k, c->img[k]->size, &s);
         if (r < 0)
             return r;
         uint64_t end = s->end;
@@ -385,6 +461,8 @@ static int walk_tail(struct cmp *c, int k)
         else
             publish(c);
         c->pos = end;
+        if (k == c->stream)
+            clamp_pos(c);
         if (c->tail == c->head)
             report_progress(c);
     }
@@ -446,17 +524,29 @@ int compare_images(struct bd *a, struct bd *b, const struct compare_opts *o,
                    struct compare_result *res)
 {
     struct cmp c;
-    uint64_t common = a->size < b->size ? a->size : b->size;
     int r;
 
     memset(res, 0, sizeof(*res));
+    memset(&c, 0, sizeof(c));
+    c.img[0] = a;
+    c.img[1] = b;
+    c.stream = -1;
+    for (int k = 0; k < 2; k++) {
+        if (!c.img[k]->file || c.img[k]->file->kind != BFILE_STREAM)
+            continue;
+        if (c.stream >= 0 || o->strict) {
+            res->failure = COMPARE_FAIL_RESOURCES;
+            return diag_fail(a->diag, -EINVAL, c.img[k]->filename, -1, c.stream >= 0
+                             ? "only one of the images can be a pipe"
+                             : "a pipe has no allocation to compare in strict mode");
+        }
+        c.stream = k;
+        c.size_unknown = c.img[k]->size == UINT64_MAX;
+    }
     if (o->strict && a->size != b->size) {
         res->verdict = COMPARE_STRICT_SIZE;
         return 0;
     }
-    memset(&c, 0, sizeof(c));
-    c.img[0] = a;
-    c.img[1] = b;
     c.o = o;
     c.res = res;
     c.total = a->size > b->size ? a->size : b->size;
@@ -471,19 +561,25 @@ int compare_images(struct bd *a, struct bd *b, const struct compare_opts *o,
         return r;
     }
     report_progress(&c);
-    r = walk_common(&c, common);
+    r = walk_common(&c);
     if (r == 0) {
         drain(&c);
-        if (!c.decided && a->size != b->size) {
-            res->size_mismatch = true;
-            r = walk_tail(&c, a->size > b->size ? 0 : 1);
-            if (r == 0)
-                drain(&c);
+        clamp_pos(&c);
+    }
+    if (r == 0 && !c.decided && a->size != b->size) {
+        /* the larger image's tail (a stream of unknown size may turn out
+         * to end just here) */
+        res->size_mismatch = true;
+        r = walk_tail(&c, a->size > b->size ? 0 : 1);
+        if (r == 0) {
+            drain(&c);
+            res->size_mismatch = a->size != b->size;
         }
-    } else {
-        /* jobs queued before the failure come first */
+    }
+    if (r < 0) {
+        /* the walker failed; jobs queued before that come first */
         struct compare_result fail = *res;
-        memset(res, 0, sizeof(*res));
+        res->failure = COMPARE_FAIL_NONE;
         drain(&c);
         if (!c.decided)
             *res = fail;

@@ -11,6 +11,9 @@
  * differing 512-byte sector, counted from the start of the block-status
  * range the difference lies in.
  *
+ * One of the images may be a stream (its file a pipe), not in strict mode:
+ * it is read once, in order; a raw stream's size is found at its end.
+ *
  * Library code: nothing is printed; failures are recorded in the images'
  * diag.
  */

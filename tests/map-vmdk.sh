@@ -28,6 +28,10 @@ bzcat "$SHARED/samples/qemu-iotests/iotest-version3.vmdk.bz2" > "$T/v3.vmdk" || 
 qemu-img create -q -f vmdk "$T/frag.vmdk" 8M
 qemu-io -c "write -P 1 1M 64k" -c "write -P 2 0 64k" -c "write -P 3 64k 64k" -c "write -P 4 6M 192k" \
     -c "write -P 5 4M 4k" "$T/frag.vmdk" > /dev/null || fail "qemu-io"
+# grains of adjacent guest ranges allocated in reverse order: separate
+# ranges, each with its own offset
+qemu-io -c "write -P 8 3M 64k" -c "write -P 9 3008k 64k" -c "write -P 10 2944k 64k" \
+    "$T/frag.vmdk" > /dev/null || fail "qemu-io"
 qemu-img convert -O vmdk -o subformat=streamOptimized "$T/frag.vmdk" "$T/so.vmdk"
 
 (cd "$S" && for img in vmdk-rs/monolithicSparse.vmdk vmdk-rs/0.vmdk vmdk-rs/streamOptimized.vmdk \

@@ -55,6 +55,18 @@ gen -s 42 -a 30 -m 4K -M 1M 20M "$T/b.raw"
 cp "$T/b.raw" "$T/b2.raw"; poke "$T/b2.raw" 19000000 5
 as_file "$T/b.raw" "$T/b2.raw"
 
+# a streamOptimized vmdk on a pipe (a download being checked): read in one
+# pass, compared and mapped as qemu-img does with the file
+qemu-img convert -O vmdk -o subformat=streamOptimized "$T/b.raw" "$T/so.vmdk" || fail "qemu-img convert"
+rc=0; cat "$T/so.vmdk" | "$DISKIMG" compare - "$T/b.raw" > "$T/out" 2> "$T/err" || rc=$?
+[ $rc = 0 ] && grep -qx "Images are identical." "$T/out" || fail "vmdk pipe: exit $rc $(cat "$T/out" "$T/err")"
+qrc=0; qemu-img compare "$T/so.vmdk" "$T/b2.raw" > "$T/q.out" || qrc=$?
+rc=0; cat "$T/so.vmdk" | "$DISKIMG" compare - "$T/b2.raw" > "$T/out" 2> "$T/err" || rc=$?
+[ $rc = $qrc ] && diff "$T/q.out" "$T/out" || fail "vmdk pipe with a difference: exit $rc $(cat "$T/out" "$T/err")"
+qemu-img map --output=json "$T/so.vmdk" > "$T/q.map"
+cat "$T/so.vmdk" | "$DISKIMG" map --output=json - > "$T/d.map" || fail "map of a vmdk pipe"
+diff "$T/q.map" "$T/d.map" || fail "map of a vmdk pipe differs from qemu-img map of the file"
+
 # process substitution, progress as JSON ending at the size found
 "$DISKIMG" compare --progress=json "$T/a.raw" <(cat "$T/a.raw") > "$T/out" 2> "$T/err" || fail "<(...)"
 grep -qx "Images are identical." "$T/out" || fail "<(...): $(cat "$T/out")"

@@ -299,11 +299,12 @@ int bd_block_status(struct bd *bd, uint64_t off, uint64_t len,
             e->host = bd;
         if (e->flags & BD_ALLOCATED)
             return 0;
-        /* not decided by this layer: ask the backing file, or read zeros */
+        /* not decided by this layer: ask the backing file, or read zeros
+         * (a host offset the layer reports stays, as in qemu-img map: a
+         * qcow2 extended-L2 subcluster that is unallocated in an allocated
+         * cluster) */
         if (!bd->backing || off >= bd->backing->size) {
             e->flags = BD_ZERO;
-            e->host_offset = -1;
-            e->host = NULL;
             return 0;
         }
         len = e->len;

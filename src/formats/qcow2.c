@@ -36,7 +36,6 @@ static void qcow2_close(struct bd *bd)
         qcow2_snapshot_clear(&q->snaps[i]);
     free(q->snaps);
     bfile_close(q->data);
-    pthread_mutex_destroy(&q->prealloc_lock);
     bd_release(bd);
     free(q);
 }
@@ -106,8 +105,6 @@ static int qcow2_open(struct bd **out, struct bfile *f, const struct bd_open_opt
         return r;
     }
     bd_init(&q->bd, &bd_qcow2, f, d);
-    pthread_mutex_init(&q->prealloc_lock, NULL);
-    q->prealloc = -1;
     q->bd.opts = o;
     q->bd.parent = parent;
     q->bd.depth = parent ? parent->depth + 1 : 0;

@@ -175,10 +175,7 @@ struct qcow2 {
     uint32_t nsnaps;
     uint64_t snapshots_size;        /* bytes of the snapshot table */
 
-    /* metadata preallocation (data clusters may be holes of the file),
-     * found out on first use: -1 not yet, 0 no, 1 yes */
-    pthread_mutex_t prealloc_lock;
-    int prealloc;
+    int prealloc;                   /* qcow2_metadata_prealloc(): 0 not yet known */
 };
 
 static inline struct qcow2 *to_qcow2(struct bd *bd)
@@ -186,16 +183,14 @@ static inline struct qcow2 *to_qcow2(struct bd *bd)
     return (struct qcow2 *)bd;
 }
 
-/* qcow2_prealloc.c: does the image look preallocated with
- * preallocation=metadata (far more clusters in use than the file has
- * blocks)?  Then block status looks for holes under data clusters, as qemu
- * does; otherwise a data cluster is data. */
-bool qcow2_metadata_preallocated(struct qcow2 *q);
-
 /* qcow2_snapshot.c */
 int qcow2_read_snapshots(struct qcow2 *q);
 /* Select the snapshot named by `spec` (NAME, snapshot.name=, snapshot.id=). */
 int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
+
+/* qcow2_prealloc.c: does the image look metadata-preallocated, by qemu's
+ * rule (decides file holes under data clusters are reported as zeros) */
+bool qcow2_metadata_prealloc(struct qcow2 *q);
 
 /* qcow2_read.c */
 int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t loaded);

@@ -102,6 +102,12 @@ int bd_open_bfile(struct bd **out, struct bfile *f, const struct bd_open_opts *o
         if (!drv)
             drv = &bd_raw;
     }
+    if (!drv->open) {
+        r = diag_fail(d, -ENOTSUP, f->path, -1, "reading %s images is not supported",
+                      drv->name);
+        bfile_close(f);
+        return r;
+    }
     r = drv->open(out, f, o, parent, d);
     if (r < 0)
         *out = NULL;

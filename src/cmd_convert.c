@@ -61,6 +61,8 @@ static const char help_text[] =
     "  --disk N          OVA source: convert its Nth disk (0 = first)\n"
     "  --allow-external  follow backing/extent/data files outside the image's folder\n"
     "  --ignore-parent-cid  vmdk: accept a parent whose CID does not match\n"
+    "  --salvage         read errors become zeros with a warning per range\n"
+    "                    (and a summary); the conversion goes on\n"
     "  -v, --verbose     report what ran (I/O backend, threads, zero detection)\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";

@@ -33,7 +33,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS_SRC := $(sort $(wildcard tests/tools/*.c))
 TOOLS_BIN := $(TOOLS_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all clean demo check test unit deps deps-test install uninstall bench asan fuzz
+.PHONY: all clean clean-demo demo check test unit deps deps-test install uninstall bench asan fuzz
 
 all: diskimg
 
@@ -70,8 +70,11 @@ deps-test:
 	@scripts/deps.sh test
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(BUILD)/tools/genimg
 	@scripts/demo.sh
+
+clean-demo:
+	rm -rf testdata/demo.raw testdata/demo-out
 
 # The whole suite, then again under AddressSanitizer+UBSan in build-asan/.
 check: deps-test

@@ -33,7 +33,13 @@ struct raw {
     bool durable;
     uint64_t stream_pos;    /* stream output: bytes written so far */
     struct ioq *ioq;
+    bool direct;            /* O_DIRECT output (cache=none) */
+    bool padded_tail;       /* the last write went past the end: truncate */
 };
+
+/* O_DIRECT needs offsets, lengths and buffers aligned to the device's
+ * logical block; 4 KiB suits every device we meet. */
+#define DIRECT_ALIGN 4096
 
 static struct raw *to_raw(struct bd *bd)
 {
@@ -132,6 +138,8 @@ static int raw_create(struct bd **out, struct bfile *f, const struct bd_create_o
     r->durable = o->durable;
     r->ioq = o->ioq;
     r->can_punch = r->can_zero_range = true;
+    int fl = f->fd >= 0 ? fcntl(f->fd, F_GETFL) : 0;
+    r->direct = fl > 0 && (fl & O_DIRECT);
     if (f->kind == BFILE_REGULAR && o->existing && f->size < o->size) {
         free(r->bd.filename);
         free(r);
@@ -191,6 +199,29 @@ static int raw_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
         done(opaque, e);
         return e;
     }
+    if (r->direct) {
+        /* The writer guarantees zeros after a write that ends the image, up
+         * to the next 4 KiB: write them, and cut the file at finish(). */
+        if (off + len == bd->size && len % DIRECT_ALIGN) {
+            len += DIRECT_ALIGN - len % DIRECT_ALIGN;
+            r->padded_tail = true;
+        }
+        if (off % DIRECT_ALIGN || len % DIRECT_ALIGN || (uintptr_t)buf % DIRECT_ALIGN) {
+            /* an unaligned write (e.g. -S 512): continue through the cache */
+            if (r->ioq && (e = ioq_drain(r->ioq)) < 0) {
+                done(opaque, e);
+                return e;
+            }
+            int fl = fcntl(bd->file->fd, F_GETFL);
+            if (fl < 0 || fcntl(bd->file->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+                e = diag_errno(bd->diag, -errno, bd->filename, (int64_t)off,
+                               "cannot leave O_DIRECT mode");
+                done(opaque, e);
+                return e;
+            }
+            r->direct = false;
+        }
+    }
     if (r->ioq)
         return ioq_pwrite(r->ioq, bd->file, buf, len, off, done, opaque);
     e = bfile_pwrite(bd->file, buf, len, off);
@@ -206,15 +237,20 @@ static void write_done_ignore(void *opaque, int res)
 /* Clear [off, off+len) of existing content: punch, zero-range, or write. */
 static int raw_clear(struct raw *r, uint64_t off, uint64_t len)
 {
-    static const uint8_t zeros[1 << 20];
+    static const uint8_t zeros[1 << 20] __attribute__((aligned(4096)));
     struct bfile *f = r->bd.file;
 
     if (r->can_punch) {
-        size_t l = (size_t)len;
+        /* at the end of the file, punch the whole last block (KEEP_SIZE
+         * allows a range past the end) so that it is freed, not zeroed */
+        uint64_t plen = len;
+        if (off + len == f->size && len % 4096)
+            plen += 4096 - len % 4096;
+        size_t l = (size_t)plen;
         int inj = fault_inject(FAULT_PUNCH, &l);
         int rc = inj < 0 ? inj : 0;
         if (!rc && fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                             (off_t)off, (off_t)len) < 0)
+                             (off_t)off, (off_t)plen) < 0)
             rc = -errno;
         if (rc == 0)
             return 0;
@@ -263,6 +299,8 @@ static int raw_finish(struct bd *bd)
         return e;
     if (bd->file->kind == BFILE_STREAM)
         return stream_fill_zeros(r, bd->size);
+    if (r->padded_tail && ftruncate(bd->file->fd, (off_t)bd->size) < 0)
+        return diag_errno(bd->diag, -errno, bd->filename, -1, "cannot set the size");
     if (r->durable)
         return bfile_sync(bd->file);
     return 0;
@@ -285,6 +323,10 @@ static int raw_resize(struct bd *bd, uint64_t new_size, bool shrink)
 {
     struct bfile *f = bd->file;
 
+    if (f->kind == BFILE_STREAM && bd->drv->pwrite) {
+        bd->size = new_size;   /* an output stream: finish() pads to it */
+        return 0;
+    }
     if (f->kind != BFILE_REGULAR)
         return diag_fail(bd->diag, -ENOTSUP, bd->filename, -1,
                          "only regular files can be resized");

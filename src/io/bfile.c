@@ -345,7 +345,42 @@ int bfile_pwrite(struct bfile *f, const void *buf, size_t len, uint64_t off)
                              "write failed: no progress");
         done += (size_t)n;
     }
+    bfile_note_written(f, off, len);
     return 0;
+}
+
+void bfile_set_writebehind(struct bfile *f, uint64_t window)
+{
+    f->wb_window = f->kind == BFILE_REGULAR || f->kind == BFILE_BLOCKDEV ? window : 0;
+    f->wb_pending = f->wb_hi = f->wb_prev_lo = f->wb_prev_hi = 0;
+    f->wb_lo = UINT64_MAX;
+}
+
+void bfile_note_written(struct bfile *f, uint64_t off, size_t len)
+{
+    if (!f->wb_window)
+        return;
+    if (off < f->wb_lo)
+        f->wb_lo = off;
+    if (off + len > f->wb_hi)
+        f->wb_hi = off + len;
+    f->wb_pending += len;
+    if (f->wb_pending < f->wb_window)
+        return;
+    /* Failures here only cost memory, never data: the final fsync reports
+     * any write error. */
+    sync_file_range(f->fd, (off_t)f->wb_lo, (off_t)(f->wb_hi - f->wb_lo), SYNC_FILE_RANGE_WRITE);
+    if (f->wb_prev_hi > f->wb_prev_lo) {
+        sync_file_range(f->fd, (off_t)f->wb_prev_lo, (off_t)(f->wb_prev_hi - f->wb_prev_lo),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                        SYNC_FILE_RANGE_WAIT_AFTER);
+        posix_fadvise(f->fd, (off_t)f->wb_prev_lo, (off_t)(f->wb_prev_hi - f->wb_prev_lo),
+                      POSIX_FADV_DONTNEED);
+    }
+    f->wb_prev_lo = f->wb_lo;
+    f->wb_prev_hi = f->wb_hi;
+    f->wb_lo = UINT64_MAX;
+    f->wb_hi = f->wb_pending = 0;
 }
 
 int bfile_sync(struct bfile *f)

@@ -45,6 +45,9 @@ struct bfile {
     struct bfile *base;     /* BFILE_SLICE: the containing file (not owned) */
     uint64_t base_off;      /* BFILE_SLICE: where the slice starts in it */
 
+    /* write-behind (bfile_set_writebehind) */
+    uint64_t wb_window, wb_pending, wb_lo, wb_hi, wb_prev_lo, wb_prev_hi;
+
     /* BFILE_STREAM state */
     pthread_mutex_t lock;
     uint64_t pos;           /* next byte the pipe will deliver */
@@ -85,6 +88,16 @@ int bfile_pread_upto(struct bfile *f, void *buf, size_t len, uint64_t off,
 
 /* Exactly `len` bytes at `off` (sequential writes on a stream). */
 int bfile_pwrite(struct bfile *f, const void *buf, size_t len, uint64_t off);
+
+/* Keep the dirty page cache of a file being written small: after every
+ * `window` bytes written, start writing them back, wait for the window
+ * before and drop it from the cache (sync_file_range + fadvise).  0 turns it
+ * off.  Costs nothing extra when the data must be synced at the end anyway. */
+void bfile_set_writebehind(struct bfile *f, uint64_t window);
+
+/* Account a completed write (bfile_pwrite does it itself; the write queue
+ * calls it for writes it completes). */
+void bfile_note_written(struct bfile *f, uint64_t off, size_t len);
 
 /* fsync, with the file named on failure. */
 int bfile_sync(struct bfile *f);

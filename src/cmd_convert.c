@@ -1,0 +1,451 @@
+/* diskimg convert: options as qemu-img convert, then the pipeline in
+ * convert.c, then commit (finish + rename) or abort (temporary file gone). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "convert.h"
+#include "formats/bd.h"
+#include "io/bfile.h"
+#include "io/ioq.h"
+#include "outfile.h"
+#include "progress.h"
+#include "util/diag.h"
+#include "util/kvopts.h"
+#include "util/size.h"
+#include "zerodetect/zerodetect.h"
+
+static const char help_text[] =
+    "Usage: diskimg convert [OPTIONS] SRC [SRC2 ...] DST\n"
+    "Copy the guest content of SRC (several are concatenated) into a new image DST.\n"
+    "Zero ranges are never read when the source's metadata knows them, and zero\n"
+    "runs found in the data stay holes (raw) or unallocated clusters (qcow2).\n"
+    "The output is written under a temporary name and renamed into place only\n"
+    "when complete; a failed or interrupted run leaves nothing at DST.\n"
+    "\n"
+    "  -f FMT            source format (raw, qcow2, vmdk, ova); default: probe\n"
+    "  -O FMT            output format (raw, qcow2); default raw\n"
+    "  -o OPTS           output options, e.g. cluster_size=64K,compression_type=zstd\n"
+    "                    (-o help lists them)\n"
+    "  -c                compress the output (qcow2)\n"
+    "  -S SIZE           shortest zero run left sparse, a multiple of 512 up to 16M\n"
+    "                    (default 4K); 0 writes everything (fully allocated)\n"
+    "  -n                write into the existing DST instead of creating it; zero\n"
+    "                    runs are punched so no stale data survives\n"
+    "  --target-is-zero  with -n: DST already reads as zeros, skip clearing\n"
+    "  -B BACKING        the output gets this backing file; only what differs\n"
+    "                    from it is written\n"
+    "  -F FMT            format of BACKING\n"
+    "  -l SNAPSHOT       read an internal snapshot of SRC (NAME, snapshot.id=ID,\n"
+    "                    snapshot.name=NAME)\n"
+    "  -t CACHE          output cache mode: writeback (default: data is fsynced\n"
+    "                    before the rename), unsafe (no fsync, like qemu-img's\n"
+    "                    default), none (O_DIRECT), writethrough, directsync\n"
+    "  -T CACHE          source cache mode (accepted for compatibility)\n"
+    "  -m N              chunks of 1 MiB read ahead in parallel (1..64, default 8)\n"
+    "  -W                write chunks as they become ready (out of order)\n"
+    "  -p                show progress on the terminal\n"
+    "  --progress=json   progress as JSON lines on stderr: {\"done\",\"total\",\"elapsed\"}\n"
+    "  -q                quiet\n"
+    "  -U                accepted for compatibility (diskimg takes no locks)\n"
+    "  --disk N          OVA source: convert its Nth disk (0 = first)\n"
+    "  --allow-external  follow backing/extent/data files outside the image's folder\n"
+    "  --ignore-parent-cid  vmdk: accept a parent whose CID does not match\n"
+    "  -v, --verbose     report what ran (I/O backend, threads, zero detection)\n"
+    "\n"
+    "Exit status: 0 success, 1 error.\n";
+
+enum { OPT_TARGET_IS_ZERO = 256, OPT_PROGRESS, OPT_ALLOW_EXTERNAL, OPT_DISK,
+       OPT_IGNORE_CID, OPT_SALVAGE, OPT_HELP };
+
+static const struct option long_opts[] = {
+    { "help", no_argument, NULL, OPT_HELP },
+    { "target-is-zero", no_argument, NULL, OPT_TARGET_IS_ZERO },
+    { "progress", required_argument, NULL, OPT_PROGRESS },
+    { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    { "disk", required_argument, NULL, OPT_DISK },
+    { "ignore-parent-cid", no_argument, NULL, OPT_IGNORE_CID },
+    { "salvage", no_argument, NULL, OPT_SALVAGE },
+    { "verbose", no_argument, NULL, 'v' },
+    { "quiet", no_argument, NULL, 'q' },
+    { NULL, 0, NULL, 0 },
+};
+
+struct args {
+    const char *src_fmt, *out_fmt, *backing, *backing_fmt, *snapshot;
+    const char *cache, *src_cache;
+    struct kvopts o;
+    uint64_t sparse;
+    unsigned m;
+    unsigned disk;
+    bool compress, no_create, target_is_zero, out_of_order, quiet, verbose;
+    bool allow_external, ignore_cid, salvage;
+    enum progress_mode progress;
+    char **srcs;
+    int nsrcs;
+    const char *dst;
+};
+
+/* 0 ok, 1 usage error (printed), -1 --help printed */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    int c;
+    char err[256];
+
+    memset(a, 0, sizeof(*a));
+    a->out_fmt = "raw";
+    a->sparse = 4096;
+    a->m = 8;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "hf:O:o:cS:nB:F:l:t:T:m:WpqUv", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+        case OPT_HELP:
+            cli_help(help_text);
+            return -1;
+        case 'f': a->src_fmt = optarg; break;
+        case 'O': a->out_fmt = optarg; break;
+        case 'o':
+            if (kvopts_parse(&a->o, optarg, err, sizeof(err)) < 0)
+                return cli_usage_error("convert", "-o %s: %s", optarg, err);
+            break;
+        case 'c': a->compress = true; break;
+        case 'S':
+            if (!cli_size("convert", "-S", optarg, &a->sparse))
+                return 1;
+            if (a->sparse % 512 || a->sparse > (16u << 20))
+                return cli_usage_error("convert", "invalid -S %s: valid sizes are multiples "
+                                       "of 512 up to 16M; 0 disables sparse output", optarg);
+            break;
+        case 'n': a->no_create = true; break;
+        case 'B': a->backing = optarg; break;
+        case 'F': a->backing_fmt = optarg; break;
+        case 'l': a->snapshot = optarg; break;
+        case 't': a->cache = optarg; break;
+        case 'T': a->src_cache = optarg; break;
+        case 'm': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 64)
+                return cli_usage_error("convert", "-m must be a number from 1 to 64, not '%s'", optarg);
+            a->m = (unsigned)v;
+            break;
+        }
+        case 'W': a->out_of_order = true; break;
+        case 'p': if (a->progress == PROGRESS_NONE) a->progress = PROGRESS_BAR; break;
+        case 'q': a->quiet = true; break;
+        case 'U': break;
+        case 'v': a->verbose = true; break;
+        case OPT_TARGET_IS_ZERO: a->target_is_zero = true; break;
+        case OPT_PROGRESS:
+            if (!strcmp(optarg, "json"))
+                a->progress = PROGRESS_JSON;
+            else if (!strcmp(optarg, "bar") || !strcmp(optarg, "human"))
+                a->progress = PROGRESS_BAR;
+            else if (!strcmp(optarg, "none"))
+                a->progress = PROGRESS_NONE;
+            else
+                return cli_usage_error("convert", "--progress must be bar, json or none");
+            break;
+        case OPT_ALLOW_EXTERNAL: a->allow_external = true; break;
+        case OPT_DISK: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 0 || v > 1000000)
+                return cli_usage_error("convert", "--disk must be a disk number (0 = first)");
+            a->disk = (unsigned)v;
+            break;
+        }
+        case OPT_IGNORE_CID: a->ignore_cid = true; break;
+        case OPT_SALVAGE: a->salvage = true; break;
+        default:
+            return cli_usage_error("convert", "bad option");
+        }
+    }
+    if (argc - optind < 2)
+        return cli_usage_error("convert", "expected a source and a destination");
+    a->srcs = argv + optind;
+    a->nsrcs = argc - optind - 1;
+    a->dst = argv[argc - 1];
+    if (a->target_is_zero && !a->no_create)
+        return cli_usage_error("convert", "--target-is-zero needs -n");
+    if (a->backing_fmt && !a->backing)
+        return cli_usage_error("convert", "-F needs -B");
+    if (a->quiet && a->progress == PROGRESS_BAR)
+        a->progress = PROGRESS_NONE;
+    if (a->cache) {
+        static const char *const modes[] = { "none", "writeback", "unsafe", "writethrough",
+                                             "directsync" };
+        bool ok = false;
+        for (size_t i = 0; i < 5; i++)
+            ok |= !strcmp(a->cache, modes[i]);
+        if (!ok)
+            return cli_usage_error("convert", "invalid cache mode '%s'", a->cache);
+    }
+    if (a->src_cache) {
+        static const char *const modes[] = { "none", "writeback", "unsafe", "writethrough",
+                                             "directsync" };
+        bool ok = false;
+        for (size_t i = 0; i < 5; i++)
+            ok |= !strcmp(a->src_cache, modes[i]);
+        if (!ok)
+            return cli_usage_error("convert", "invalid source cache mode '%s'", a->src_cache);
+    }
+    return 0;
+}
+
+/* Is `st` the file of any image in the chain of `bd`? */
+static bool chain_uses(const struct bd *bd, const struct stat *st)
+{
+    for (; bd; bd = bd->backing) {
+        const struct bfile *f = bd->file;
+        while (f && f->kind == BFILE_SLICE)
+            f = f->base;
+        struct stat s2;
+        if (f && f->fd >= 0 && fstat(f->fd, &s2) == 0 &&
+            s2.st_dev == st->st_dev && s2.st_ino == st->st_ino)
+            return true;
+    }
+    return false;
+}
+
+static unsigned online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > 16)
+        n = 16;
+    return (unsigned)n;
+}
+
+/* -B names the backing file relative to the output's folder, as qemu-img does. */
+static char *backing_path(const char *backing, const char *dst)
+{
+    char *p = NULL;
+    if (backing[0] == '/' || strcmp(dst, "-") == 0)
+        return strdup(backing);
+    char *copy = strdup(dst);
+    if (!copy)
+        return NULL;
+    if (asprintf(&p, "%s/%s", dirname(copy), backing) < 0)
+        p = NULL;
+    free(copy);
+    return p;
+}
+
+static void print_warning(void *opaque, const char *file, int64_t offset, const char *msg)
+{
+    const struct args *a = opaque;
+    if (a->quiet)
+        return;
+    if (file && offset >= 0)
+        fprintf(stderr, "diskimg: warning: %s: %s (offset %lld)\n", file, msg, (long long)offset);
+    else if (offset >= 0)
+        fprintf(stderr, "diskimg: warning: %s (offset %lld)\n", msg, (long long)offset);
+    else
+        fprintf(stderr, "diskimg: warning: %s\n", msg);
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    struct args a;
+    struct diag d, src_d;
+    struct bd **src = NULL;
+    struct bd *out = NULL, *out_backing = NULL;
+    struct ioq *ioq = NULL;
+    struct outfile of = { 0 };
+    struct progress prog;
+    struct convert_stats st;
+    bool have_of = false;
+    int r = parse_args(argc, argv, &a);
+
+    if (r)
+        return r < 0 ? 0 : 1;
+    diag_init(&d);
+    diag_init(&src_d);
+    d.warn = print_warning;
+    d.warn_opaque = &a;
+    outfile_install_signal_cleanup();
+
+    const struct bd_driver *odrv = bd_find_driver(a.out_fmt);
+    if (!odrv) {
+        cli_error("unknown output format '%s'", a.out_fmt);
+        goto fail_args;
+    }
+    if (!odrv->create) {
+        cli_error("writing %s images is not supported", a.out_fmt);
+        goto fail_args;
+    }
+    if (a.compress && !odrv->compress) {
+        cli_error("%s output cannot be compressed (-c)", a.out_fmt);
+        goto fail_args;
+    }
+
+    /* sources */
+    struct bd_open_opts oo = {
+        .format = a.src_fmt, .allow_external = a.allow_external,
+        .ignore_parent_cid = a.ignore_cid, .snapshot = a.snapshot, .disk_index = a.disk,
+    };
+    src = calloc((size_t)a.nsrcs, sizeof(*src));
+    if (!src) {
+        cli_error("out of memory");
+        goto fail_args;
+    }
+    bool sequential = false;
+    for (int i = 0; i < a.nsrcs; i++) {
+        if (strcmp(a.srcs[i], "-") == 0 && a.nsrcs > 1) {
+            cli_error("a stream (-) can only be the only source");
+            goto fail;
+        }
+        /* with --salvage the sources report apart, so that their read errors
+         * become warnings instead of the command's error */
+        if ((r = bd_open(&src[i], a.srcs[i], &oo, a.salvage ? &src_d : &d)) < 0) {
+            if (a.salvage)
+                cli_report(&src_d);
+            goto fail_quiet;
+        }
+        if (src[i]->file && src[i]->file->kind == BFILE_STREAM)
+            sequential = true;
+    }
+    uint64_t total = convert_total_size(src, (size_t)a.nsrcs);
+    /* raw from a pipe: the size is known only at its end */
+    bool size_unknown = total == UINT64_MAX;
+    if (size_unknown && strcmp(odrv->name, "raw") != 0) {
+        cli_error("%s: the size of a raw stream is not known in advance; convert it "
+                  "with -O raw (or from a file) to get %s output", a.srcs[0], odrv->name);
+        goto fail_quiet;
+    }
+
+    /* never write onto an input */
+    struct stat dst_st;
+    if (strcmp(a.dst, "-") != 0 && stat(a.dst, &dst_st) == 0 && S_ISREG(dst_st.st_mode)) {
+        for (int i = 0; i < a.nsrcs; i++) {
+            if (chain_uses(src[i], &dst_st)) {
+                cli_error("%s: the output is also an input; refusing to overwrite it", a.dst);
+                goto fail_quiet;
+            }
+        }
+    }
+
+    /* the output's backing file (-B), read to write only differences */
+    if (a.backing) {
+        char *bp = backing_path(a.backing, a.dst);
+        struct bd_open_opts bo = { .format = a.backing_fmt, .allow_external = true };
+        if (!bp) {
+            cli_error("out of memory");
+            goto fail;
+        }
+        r = bd_open(&out_backing, bp, &bo, &d);
+        free(bp);
+        if (r < 0)
+            goto fail;
+        if (!a.backing_fmt)
+            a.backing_fmt = out_backing->drv->name;
+    }
+
+    bool durable = !a.cache || strcmp(a.cache, "unsafe") != 0;
+    bool direct = a.cache && (!strcmp(a.cache, "none") || !strcmp(a.cache, "directsync"));
+    unsigned of_flags = (a.no_create ? OUTFILE_EXISTING : 0) | (direct ? OUTFILE_DIRECT : 0);
+    if ((r = outfile_open(&of, a.dst, of_flags, &d)) < 0)
+        goto fail;
+    have_of = true;
+    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "raw") != 0) {
+        cli_error("%s output to a pipe is not supported; use -O raw", odrv->name);
+        goto fail_quiet;
+    }
+
+    /* durable output is synced at the end anyway: writing it back as we go
+     * keeps the dirty page cache small and overlaps the disk with the work */
+    if (durable && !direct)
+        bfile_set_writebehind(of.f, 32u << 20);
+    if (of.f->kind != BFILE_STREAM) {
+        struct ioq_opts qo = { 0 };
+        if ((r = ioq_create(&ioq, &qo, &d)) < 0)
+            goto fail;
+    }
+    struct bd_create_opts co = {
+        .size = size_unknown ? 0 : total, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
+        .compress = a.compress, .durable = durable, .existing = a.no_create,
+        .target_is_zero = a.target_is_zero, .ioq = ioq,
+    };
+    if ((r = odrv->create(&out, of.f, &co, &d)) < 0)
+        goto fail;
+    of.f = NULL; /* the driver owns the file now */
+    const char *unused = kvopts_unused(&a.o);
+    if (unused) {
+        cli_error("invalid option '%s' for %s output (see -o help)", unused, odrv->name);
+        goto fail_quiet;
+    }
+
+    progress_init(&prog, a.progress, stderr);
+    struct convert_opts copts = {
+        .src = src, .nsrc = (size_t)a.nsrcs, .out = out, .out_backing = out_backing,
+        .sparse_size = a.sparse, .threads = online_cpus(), .inflight = 2 * a.m,
+        .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM,
+        .compress = a.compress, .sequential = sequential, .ioq = ioq,
+        .salvage = a.salvage, .src_diag = &src_d,
+        .progress = progress_update, .progress_opaque = &prog,
+    };
+    double t0 = progress_now();
+    r = convert_run(&copts, &d, &st);
+    if (r == 0 && size_unknown)
+        r = out->drv->resize(out, st.total, true);
+    if (r == 0)
+        r = out->drv->finish(out);
+    if (r == 0)
+        r = outfile_commit(&of, durable, &d);
+    progress_finish(&prog, r == 0);
+    if (r < 0)
+        goto fail;
+    if (st.salvaged && !a.quiet)
+        fprintf(stderr, "diskimg: warning: %s: %llu bytes of the source could not be read "
+                "and were written as zeros (--salvage)\n", a.dst,
+                (unsigned long long)st.salvaged);
+    if (a.verbose) {
+        char tb[32], rb[32], zb[32], wb[32];
+        size_human(st.total, tb, sizeof(tb));
+        size_human(st.read, rb, sizeof(rb));
+        size_human(st.zero_meta + st.zero_scan, zb, sizeof(zb));
+        size_human(st.written, wb, sizeof(wb));
+        fprintf(stderr,
+                "diskimg: converted %s in %.3f s: read %s, wrote %s, %s zeros left sparse\n"
+                "diskimg: io backend %s, %u worker threads, %zu KiB chunks, zero check %s\n",
+                tb, progress_now() - t0, rb, wb, zb, ioq ? ioq_backend_name(ioq) : "stream",
+                st.threads, st.chunk / 1024, zd_impl_name());
+    }
+    bd_close(out);
+    ioq_destroy(ioq);
+    bd_close(out_backing);
+    for (int i = 0; i < a.nsrcs; i++)
+        bd_close(src[i]);
+    free(src);
+    kvopts_free(&a.o);
+    return 0;
+
+fail:
+    cli_report(&d);
+fail_quiet:
+    if (out) {
+        out->drv->abort(out);
+        bd_close(out);
+    }
+    ioq_destroy(ioq);
+    if (have_of)
+        outfile_discard(&of);
+    bd_close(out_backing);
+    for (int i = 0; src && i < a.nsrcs; i++)
+        bd_close(src[i]);
+    free(src);
+fail_args:
+    kvopts_free(&a.o);
+    return 1;
+}

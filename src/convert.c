@@ -1,0 +1,887 @@
+#include "convert.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/bd.h"
+#include "io/bfile.h"
+#include "io/ioq.h"
+#include "util/diag.h"
+#include "zerodetect/zerodetect.h"
+
+#define CHUNK_MIN       (1u << 20)     /* data is read in chunks of 1 MiB... */
+#define BUFFER_BUDGET   (32u << 20)    /* ...and all chunk buffers stay under this */
+
+enum job_state { J_FREE, J_QUEUED, J_BUSY, J_READY, J_WRITING };
+enum run_kind { RUN_DATA, RUN_ZERO, RUN_SKIP };
+
+struct run {
+    uint32_t off, len;
+    uint8_t kind;
+};
+
+struct job {
+    enum job_state state;
+    bool gap;                  /* zero range known from metadata: no buffer */
+    uint64_t off, len;         /* virtual range */
+    int err;
+    uint8_t *buf;              /* chunk bytes (data jobs) */
+    uint8_t *bbuf;             /* the output backing file's bytes (-B) */
+    struct run *runs;
+    size_t nruns;
+    struct zd_run *zruns;      /* scratch for the scanner */
+    uint8_t *cbuf;             /* compressed granules (-c) */
+    uint32_t *clen;            /* per granule of the job: 0 = store plain */
+    uint32_t *coff;
+    unsigned pending;          /* writes not yet completed (+1 while submitting) */
+    struct job *next;          /* free list / work queue link */
+    struct cv *cv;
+};
+
+struct cv {
+    const struct convert_opts *o;
+    struct diag *d;
+    struct convert_stats *st;
+    uint64_t total;
+    size_t chunk;
+    uint32_t granule;          /* output allocation unit */
+    uint32_t scan_granule;     /* unit of zero detection */
+
+    pthread_mutex_t lock;
+    pthread_cond_t work_cond;  /* workers: a job was queued, or stop */
+    pthread_cond_t ready_cond; /* main: a job became ready */
+    struct job *slots;
+    unsigned nslots;
+    struct job *free_list;
+    struct job *work_head, *work_tail;
+    struct job **order;        /* jobs in virtual order, not yet written */
+    unsigned order_head, order_count;
+    bool stop;
+    int err;
+
+    /* planner */
+    uint64_t plan_pos;
+    uint64_t cache_start, cache_end;   /* cached block status [start, end) */
+    unsigned cache_flags;
+
+    bool size_unknown;         /* a raw stream: the size is found at EOF */
+
+    uint64_t done;
+    uint8_t *zero_chunk;       /* zeros for fully allocated output (-S 0) */
+    pthread_t *threads;
+    unsigned nthreads;
+};
+
+uint64_t convert_total_size(struct bd **src, size_t nsrc)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < nsrc; i++) {
+        if (src[i]->size > UINT64_MAX - t)
+            return UINT64_MAX;
+        t += src[i]->size;
+    }
+    return t;
+}
+
+static uint64_t align_down(uint64_t v, uint64_t a) { return v - v % a; }
+static uint64_t align_up(uint64_t v, uint64_t a) { return v % a ? v + (a - v % a) : v; }
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+static int set_error(struct cv *cv, int err)
+{
+    pthread_mutex_lock(&cv->lock);
+    if (!cv->err)
+        cv->err = err ? err : -EIO;
+    cv->stop = true;
+    pthread_cond_broadcast(&cv->work_cond);
+    pthread_mutex_unlock(&cv->lock);
+    return err;
+}
+
+/* --- sources as one virtual disk ---------------------------------------- */
+
+/* Block status of the concatenated sources at `pos`: flags of the extent and
+ * its end (clipped to the source it lies in). */
+static int source_status(struct cv *cv, uint64_t pos, unsigned *flags, uint64_t *end)
+{
+    uint64_t base = 0;
+
+    if (pos >= cv->cache_start && pos < cv->cache_end) {
+        *flags = cv->cache_flags;
+        *end = cv->cache_end;
+        return 0;
+    }
+    for (size_t i = 0; i < cv->o->nsrc; i++) {
+        struct bd *s = cv->o->src[i];
+        if (pos < base + s->size) {
+            struct bd_extent e;
+            int r = bd_block_status(s, pos - base, s->size - (pos - base), &e);
+            if (r < 0)
+                return r;
+            cv->cache_start = pos;
+            cv->cache_end = pos + e.len;
+            /* preallocated zeros (DATA|ZERO) read as zeros: no need to read */
+            cv->cache_flags = (e.flags & BD_ZERO) ? BD_ZERO : BD_DATA;
+            *flags = cv->cache_flags;
+            *end = cv->cache_end;
+            return 0;
+        }
+        base += s->size;
+    }
+    return diag_fail(cv->d, -EINVAL, NULL, (int64_t)pos, "internal error: offset past the sources");
+}
+
+static int source_read(struct cv *cv, uint8_t *buf, uint64_t off, uint64_t len)
+{
+    uint64_t base = 0;
+
+    for (size_t i = 0; i < cv->o->nsrc && len; i++) {
+        struct bd *s = cv->o->src[i];
+        if (off < base + s->size) {
+            uint64_t n = min_u64(len, base + s->size - off);
+            int r = bd_pread(s, buf, (size_t)n, off - base);
+            if (r < 0)
+                return r;
+            buf += n;
+            off += n;
+            len -= n;
+        }
+        base += s->size;
+    }
+    return 0;
+}
+
+/* --- planning ------------------------------------------------------------ */
+
+/* Fill `j` with the next range: a zero gap, or a data range of at most one
+ * chunk that does not cross a chunk boundary.  Ranges start and end on the
+ * output granule (except at the end), so the output never sees a write
+ * that covers part of a cluster. */
+static int plan_next(struct cv *cv, struct job *j)
+{
+    uint64_t pos = cv->plan_pos, end;
+    unsigned flags;
+    int r;
+
+    j->off = pos;
+    j->err = 0;
+    j->nruns = 0;
+    if (cv->size_unknown) {
+        /* a stream: whole chunks until the read comes up short */
+        j->gap = false;
+        j->len = cv->chunk;
+        cv->plan_pos = pos + cv->chunk;
+        return 0;
+    }
+    if ((r = source_status(cv, pos, &flags, &end)) < 0) {
+        if (!cv->o->salvage)
+            return r;
+        /* unknown allocation: read it, the reads will say what is there */
+        diag_clear(cv->o->src_diag);
+        flags = BD_DATA;
+        end = pos + cv->granule;
+    }
+    if (flags & BD_ZERO) {
+        /* extend over following zero extents (cheap: no buffer involved) */
+        while (end < cv->total && end - pos < (1ULL << 40)) {
+            uint64_t e2;
+            unsigned f2;
+            if ((r = source_status(cv, end, &f2, &e2)) < 0)
+                return r;
+            if (!(f2 & BD_ZERO))
+                break;
+            end = e2;
+        }
+        uint64_t zend = end >= cv->total ? cv->total : align_down(end, cv->granule);
+        if (zend > pos) {
+            j->gap = true;
+            j->len = zend - pos;
+            cv->plan_pos = zend;
+            return 0;
+        }
+        /* a zero extent shorter than a granule: read it with its data */
+        end = pos + 1;
+    }
+    uint64_t cend = min_u64(align_down(pos, cv->chunk) + cv->chunk, cv->total);
+    end = min_u64(align_up(min_u64(end, cend), cv->granule), cend);
+    j->gap = false;
+    j->len = end - pos;
+    cv->plan_pos = end;
+    return 0;
+}
+
+/* --- worker side: read, scan, compress ----------------------------------- */
+
+static bool granule_equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    return memcmp(a, b, n) == 0;
+}
+
+/* Runs of one data job: from zero detection, or (-B) by comparing each
+ * output granule with the output's backing file. */
+static void make_runs(struct cv *cv, struct job *j)
+{
+    const struct convert_opts *o = cv->o;
+    size_t len = (size_t)j->len;
+
+    if (!o->out_backing) {
+        /* The image's last granule may be cut short by its end; pad it with
+         * zeros so that a zero tail counts as a whole granule (its block
+         * can still be freed), then clip the runs to the real length.
+         * Only the image end can be unaligned: jobs start and stop on
+         * granule boundaries everywhere else. */
+        size_t scan_len = len;
+        uint64_t end = j->off + len;
+        if (end == cv->total && end % cv->scan_granule) {
+            scan_len = (size_t)(align_up(end, cv->scan_granule) - j->off);
+            memset(j->buf + len, 0, scan_len - len);
+        }
+        size_t n = zd_scan_runs(j->buf, scan_len, j->off, cv->scan_granule,
+                                (size_t)o->sparse_size, j->zruns);
+        j->nruns = 0;
+        for (size_t i = 0; i < n && j->zruns[i].off < len; i++) {
+            uint32_t rl = j->zruns[i].len;
+            if (j->zruns[i].off + rl > len)
+                rl = (uint32_t)(len - j->zruns[i].off);
+            j->runs[j->nruns++] = (struct run){ j->zruns[i].off, rl,
+                                                j->zruns[i].zero ? RUN_ZERO : RUN_DATA };
+        }
+        return;
+    }
+    /* over a backing file: per granule, skip what the backing already says */
+    j->nruns = 0;
+    for (size_t pos = 0; pos < len;) {
+        size_t g = cv->granule - (size_t)((j->off + pos) % cv->granule);
+        if (g > len - pos)
+            g = len - pos;
+        bool zero = o->sparse_size && buffer_is_zero(j->buf + pos, g);
+        uint8_t kind;
+        if (granule_equal(j->buf + pos, j->bbuf + pos, g))
+            kind = RUN_SKIP;
+        else
+            kind = zero ? RUN_ZERO : RUN_DATA;
+        if (j->nruns && j->runs[j->nruns - 1].kind == kind)
+            j->runs[j->nruns - 1].len += (uint32_t)g;
+        else
+            j->runs[j->nruns++] = (struct run){ (uint32_t)pos, (uint32_t)g, kind };
+        pos += g;
+    }
+}
+
+static int read_backing(struct cv *cv, struct job *j)
+{
+    struct bd *b = cv->o->out_backing;
+    uint64_t n = 0;
+
+    if (j->off < b->size) {
+        n = min_u64(j->len, b->size - j->off);
+        int r = bd_pread(b, j->bbuf, (size_t)n, j->off);
+        if (r < 0)
+            return r;
+    }
+    memset(j->bbuf + n, 0, (size_t)(j->len - n));
+    return 0;
+}
+
+static int compress_job(struct cv *cv, struct job *j)
+{
+    struct bd *out = cv->o->out;
+    size_t used = 0;
+
+    for (size_t r = 0; r < j->nruns; r++) {
+        const struct run *run = &j->runs[r];
+        if (run->kind != RUN_DATA)
+            continue;
+        for (uint32_t p = run->off; p < run->off + run->len;) {
+            uint32_t g = cv->granule - (uint32_t)((j->off + p) % cv->granule);
+            if (g > run->off + run->len - p)
+                g = run->off + run->len - p;
+            size_t gi = p / cv->granule;
+            ssize_t c = out->drv->compress(out, j->buf + p, g, j->cbuf + used,
+                                           cv->chunk - used);
+            if (c < 0)
+                return (int)c;
+            j->coff[gi] = (uint32_t)used;
+            j->clen[gi] = (uint32_t)c;
+            used += (size_t)c;
+            p += g;
+        }
+    }
+    return 0;
+}
+
+/* A raw stream of unknown size: read a chunk; a short read is the end
+ * (sequential mode: only this thread plans and reads). */
+static int stream_read_job(struct cv *cv, struct job *j)
+{
+    size_t got;
+    int r = bfile_pread_upto(cv->o->src[0]->file, j->buf, (size_t)j->len, j->off, &got);
+
+    if (r < 0)
+        return r;
+    if (got < j->len) {
+        j->len = got;
+        cv->total = j->off + got;
+        cv->plan_pos = cv->total;
+        cv->st->total = cv->total;
+    }
+    return 0;
+}
+
+/* --salvage: read what can be read, in 4 KiB pieces and then sectors, and
+ * turn what cannot into zeros with a warning per unreadable range. */
+static int salvage_job(struct cv *cv, struct job *j)
+{
+    struct diag *sd = cv->o->src_diag;
+    uint64_t bad_start = 0, bad_len = 0;
+    char why[512] = "", file[1024] = "";
+
+    for (uint64_t p = 0; p < j->len;) {
+        uint64_t piece = min_u64(4096 - (j->off + p) % 4096, j->len - p);
+        if (source_read(cv, j->buf + p, j->off + p, piece) == 0) {
+            p += piece;
+            continue;
+        }
+        for (uint64_t q = p; q < p + piece;) {
+            uint64_t sec = min_u64(512 - (j->off + q) % 512, p + piece - q);
+            if (source_read(cv, j->buf + q, j->off + q, sec) < 0) {
+                memset(j->buf + q, 0, (size_t)sec);
+                if (bad_len && bad_start + bad_len == j->off + q) {
+                    bad_len += sec;
+                } else {
+                    if (bad_len)
+                        diag_warn(cv->d, file, (int64_t)bad_start,
+                                  "%llu bytes could not be read (%s); written as zeros",
+                                  (unsigned long long)bad_len, why);
+                    bad_start = j->off + q;
+                    bad_len = sec;
+                    pthread_mutex_lock(&sd->lock);
+                    snprintf(why, sizeof(why), "%s", sd->what);
+                    snprintf(file, sizeof(file), "%s", sd->file);
+                    pthread_mutex_unlock(&sd->lock);
+                }
+                diag_clear(sd);
+                pthread_mutex_lock(&cv->lock);
+                cv->st->salvaged += sec;
+                pthread_mutex_unlock(&cv->lock);
+            }
+            q += sec;
+        }
+        p += piece;
+    }
+    if (bad_len)
+        diag_warn(cv->d, file, (int64_t)bad_start,
+                  "%llu bytes could not be read (%s); written as zeros",
+                  (unsigned long long)bad_len, why);
+    return 0;
+}
+
+static int process_job(struct cv *cv, struct job *j)
+{
+    int r = cv->size_unknown ? stream_read_job(cv, j) : source_read(cv, j->buf, j->off, j->len);
+
+    if (r < 0 && cv->o->salvage && !cv->size_unknown) {
+        diag_clear(cv->o->src_diag);
+        r = salvage_job(cv, j);
+    }
+    /* the image's last write may be padded to 4 KiB by an O_DIRECT output:
+     * the bytes after the end must be zeros (the buffer holds a whole chunk) */
+    if (r == 0 && j->off + j->len == cv->total && j->len % 4096)
+        memset(j->buf + j->len, 0, (size_t)(min_u64(align_up(j->len, 4096), cv->chunk) - j->len));
+
+    if (r == 0 && cv->o->out_backing)
+        r = read_backing(cv, j);
+    if (r < 0)
+        return r;
+    make_runs(cv, j);
+    if (cv->o->compress && cv->o->out->drv->compress)
+        r = compress_job(cv, j);
+    return r;
+}
+
+static void *worker_main(void *arg)
+{
+    struct cv *cv = arg;
+
+    pthread_mutex_lock(&cv->lock);
+    for (;;) {
+        while (!cv->work_head && !cv->stop)
+            pthread_cond_wait(&cv->work_cond, &cv->lock);
+        if (cv->stop && !cv->work_head)
+            break;
+        struct job *j = cv->work_head;
+        cv->work_head = j->next;
+        if (!cv->work_head)
+            cv->work_tail = NULL;
+        j->state = J_BUSY;
+        bool skip = cv->stop;
+        pthread_mutex_unlock(&cv->lock);
+
+        int r = skip ? -ECANCELED : process_job(cv, j);
+
+        pthread_mutex_lock(&cv->lock);
+        j->err = r;
+        j->state = J_READY;
+        if (r < 0 && !cv->err && r != -ECANCELED) {
+            cv->err = r;
+            cv->stop = true;
+            pthread_cond_broadcast(&cv->work_cond);
+        }
+        pthread_cond_broadcast(&cv->ready_cond);
+    }
+    pthread_mutex_unlock(&cv->lock);
+    return NULL;
+}
+
+/* --- writer side ---------------------------------------------------------- */
+
+static void release_job(struct cv *cv, struct job *j)
+{
+    cv->done += j->len;
+    if (cv->o->progress)
+        cv->o->progress(cv->o->progress_opaque, cv->done,
+                        cv->size_unknown && cv->plan_pos < cv->total ? 0 : cv->total);
+    pthread_mutex_lock(&cv->lock);
+    j->state = J_FREE;
+    j->next = cv->free_list;
+    cv->free_list = j;
+    pthread_mutex_unlock(&cv->lock);
+}
+
+static void write_done(void *opaque, int res)
+{
+    struct job *j = opaque;
+    struct cv *cv = j->cv;
+
+    if (res < 0 && !j->err)
+        j->err = res;
+    if (res < 0)
+        set_error(cv, res);
+    if (--j->pending == 0)
+        release_job(cv, j);
+}
+
+static int write_zero_fill(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
+{
+    struct bd *out = cv->o->out;
+
+    while (len) {
+        size_t n = (size_t)min_u64(len, cv->chunk);
+        j->pending++;
+        int r = out->drv->pwrite(out, cv->zero_chunk, n, off, write_done, j);
+        if (r < 0)
+            return r;
+        cv->st->written += n;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Zeros over [off, off+len) (granule-aligned, or ending at the end). */
+static int write_zeros(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
+{
+    struct bd *out = cv->o->out;
+    struct bd *b = cv->o->out_backing;
+
+    if (cv->o->sparse_size == 0)
+        return write_zero_fill(cv, j, off, len);
+    if (!b)
+        return out->drv->write_zeroes(out, off, len);
+    /* over a backing file only where the backing file is not zero already */
+    uint64_t end = off + len, done_to = off;
+    while (off < end && off < b->size) {
+        struct bd_extent e;
+        int r = bd_block_status(b, off, end - off, &e);
+        if (r < 0)
+            return r;
+        if (!(e.flags & BD_ZERO)) {
+            uint64_t zs = align_down(off, cv->granule), ze = min_u64(align_up(off + e.len, cv->granule), end);
+            if (zs < done_to)
+                zs = done_to;
+            if (ze > zs && (r = out->drv->write_zeroes(out, zs, ze - zs)) < 0)
+                return r;
+            if (ze > done_to)
+                done_to = ze;
+        }
+        off += e.len;
+    }
+    return 0;
+}
+
+static int write_data(struct cv *cv, struct job *j, const struct run *run)
+{
+    struct bd *out = cv->o->out;
+    uint64_t off = j->off + run->off;
+
+    if (!cv->o->compress || !out->drv->compress) {
+        j->pending++;
+        cv->st->written += run->len;
+        return out->drv->pwrite(out, j->buf + run->off, run->len, off, write_done, j);
+    }
+    for (uint32_t p = run->off; p < run->off + run->len;) {
+        uint32_t g = cv->granule - (uint32_t)((j->off + p) % cv->granule);
+        if (g > run->off + run->len - p)
+            g = run->off + run->len - p;
+        size_t gi = p / cv->granule;
+        int r;
+        j->pending++;
+        cv->st->written += g;
+        if (j->clen[gi]) {
+            cv->st->compressed += j->clen[gi];
+            r = out->drv->pwrite_compressed(out, j->cbuf + j->coff[gi], j->clen[gi],
+                                            j->off + p, write_done, j);
+        } else {
+            cv->st->compressed += g;
+            r = out->drv->pwrite(out, j->buf + p, g, j->off + p, write_done, j);
+        }
+        if (r < 0)
+            return r;
+        p += g;
+    }
+    return 0;
+}
+
+static int write_job(struct cv *cv, struct job *j)
+{
+    int r = 0;
+
+    j->state = J_WRITING;
+    j->pending = 1; /* held while submitting, so the job is not freed early */
+    if (j->gap) {
+        cv->st->zero_meta += j->len;
+        if (!cv->o->skip_gaps)
+            r = write_zeros(cv, j, j->off, j->len);
+    } else {
+        cv->st->read += j->len;
+        for (size_t i = 0; i < j->nruns && r == 0; i++) {
+            const struct run *run = &j->runs[i];
+            if (run->kind == RUN_DATA)
+                r = write_data(cv, j, run);
+            else if (run->kind == RUN_ZERO) {
+                cv->st->zero_scan += run->len;
+                r = write_zeros(cv, j, j->off + run->off, run->len);
+            }
+        }
+    }
+    write_done(j, r);
+    return r;
+}
+
+/* --- the main loop -------------------------------------------------------- */
+
+static int alloc_slots(struct cv *cv)
+{
+    const struct convert_opts *o = cv->o;
+    size_t per_job = cv->chunk * (1 + (o->out_backing != NULL) + (o->compress != 0));
+    unsigned n = o->inflight ? o->inflight : 8;
+    size_t max_granules = cv->chunk / cv->granule + 2;
+    size_t max_runs = cv->chunk / (cv->scan_granule < cv->granule ? cv->scan_granule : cv->granule) + 2;
+
+    if (n > BUFFER_BUDGET / per_job)
+        n = (unsigned)(BUFFER_BUDGET / per_job);
+    if (n < cv->nthreads + 1)
+        n = cv->nthreads + 1;
+    if (o->sequential)
+        n = 1;
+    cv->slots = calloc(n, sizeof(*cv->slots));
+    cv->order = calloc(n, sizeof(*cv->order));
+    if (!cv->slots || !cv->order)
+        return -ENOMEM;
+    cv->nslots = n;
+    for (unsigned i = 0; i < n; i++) {
+        struct job *j = &cv->slots[i];
+        j->cv = cv;
+        /* 4 KiB alignment keeps O_DIRECT output possible */
+        if (posix_memalign((void **)&j->buf, 4096, cv->chunk))
+            return -ENOMEM;
+        if (o->out_backing && posix_memalign((void **)&j->bbuf, 4096, cv->chunk))
+            return -ENOMEM;
+        if (o->compress) {
+            j->cbuf = malloc(cv->chunk);
+            j->clen = calloc(max_granules, sizeof(*j->clen));
+            j->coff = calloc(max_granules, sizeof(*j->coff));
+            if (!j->cbuf || !j->clen || !j->coff)
+                return -ENOMEM;
+        }
+        j->runs = calloc(max_runs, sizeof(*j->runs));
+        j->zruns = calloc(max_runs, sizeof(*j->zruns));
+        if (!j->runs || !j->zruns)
+            return -ENOMEM;
+        j->next = cv->free_list;
+        cv->free_list = j;
+    }
+    if (o->sparse_size == 0) {
+        if (posix_memalign((void **)&cv->zero_chunk, 4096, cv->chunk))
+            return -ENOMEM;
+        memset(cv->zero_chunk, 0, cv->chunk);
+    }
+    return 0;
+}
+
+static void free_slots(struct cv *cv)
+{
+    for (unsigned i = 0; cv->slots && i < cv->nslots; i++) {
+        struct job *j = &cv->slots[i];
+        free(j->buf);
+        free(j->bbuf);
+        free(j->cbuf);
+        free(j->clen);
+        free(j->coff);
+        free(j->runs);
+        free(j->zruns);
+    }
+    free(cv->slots);
+    free(cv->order);
+    free(cv->zero_chunk);
+}
+
+/* The next job the writer may take (under cv->lock), or NULL. */
+static struct job *next_ready(struct cv *cv)
+{
+    unsigned n = cv->o->out_of_order ? cv->order_count : (cv->order_count ? 1 : 0);
+
+    for (unsigned k = 0; k < n; k++) {
+        unsigned idx = (cv->order_head + k) % cv->nslots;
+        struct job *j = cv->order[idx];
+        if (j->state != J_READY)
+            continue;
+        /* remove from the order ring, keeping the rest in sequence */
+        for (unsigned m = k; m > 0; m--)
+            cv->order[(cv->order_head + m) % cv->nslots] =
+                cv->order[(cv->order_head + m - 1) % cv->nslots];
+        cv->order_head = (cv->order_head + 1) % cv->nslots;
+        cv->order_count--;
+        return j;
+    }
+    return NULL;
+}
+
+static bool all_free(struct cv *cv)
+{
+    unsigned n = 0;
+    for (struct job *j = cv->free_list; j; j = j->next)
+        n++;
+    return n == cv->nslots;
+}
+
+/* Is there a job the writer may take now?  (under cv->lock) */
+static bool has_ready(struct cv *cv)
+{
+    unsigned n = cv->o->out_of_order ? cv->order_count : (cv->order_count ? 1 : 0);
+    for (unsigned k = 0; k < n; k++)
+        if (cv->order[(cv->order_head + k) % cv->nslots]->state == J_READY)
+            return true;
+    return false;
+}
+
+/* Plan into every free slot and hand data jobs to the workers (under lock). */
+static void fill_slots(struct cv *cv)
+{
+    const struct convert_opts *o = cv->o;
+
+    while (!cv->stop && cv->plan_pos < cv->total && cv->free_list) {
+        struct job *j = cv->free_list;
+        cv->free_list = j->next;
+        pthread_mutex_unlock(&cv->lock);
+        int r = plan_next(cv, j);
+        pthread_mutex_lock(&cv->lock);
+        if (r < 0) {
+            j->next = cv->free_list;
+            cv->free_list = j;
+            if (!cv->err)
+                cv->err = r;
+            cv->stop = true;
+            pthread_cond_broadcast(&cv->work_cond);
+            return;
+        }
+        cv->order[(cv->order_head + cv->order_count) % cv->nslots] = j;
+        cv->order_count++;
+        if (j->gap) {
+            j->state = J_READY;
+        } else if (o->sequential) {
+            j->state = J_BUSY;   /* read by the main loop itself */
+        } else {
+            j->state = J_QUEUED;
+            j->next = NULL;
+            if (cv->work_tail)
+                cv->work_tail->next = j;
+            else
+                cv->work_head = j;
+            cv->work_tail = j;
+            pthread_cond_signal(&cv->work_cond);
+        }
+    }
+}
+
+static int run_loop(struct cv *cv, struct ioq *ioq)
+{
+    int r;
+
+    for (;;) {
+        pthread_mutex_lock(&cv->lock);
+        fill_slots(cv);
+        /* a stream source is read right here, strictly in order */
+        if (cv->o->sequential && cv->order_count && !cv->stop) {
+            struct job *h = cv->order[cv->order_head];
+            if (h->state == J_BUSY) {
+                pthread_mutex_unlock(&cv->lock);
+                int e = process_job(cv, h);
+                pthread_mutex_lock(&cv->lock);
+                h->err = e;
+                h->state = J_READY;
+            }
+        }
+        if (cv->err) {
+            pthread_mutex_unlock(&cv->lock);
+            break;
+        }
+        struct job *j = next_ready(cv);
+        pthread_mutex_unlock(&cv->lock);
+
+        if (j) {
+            if (j->err < 0) {
+                /* the job is not written: give its slot back */
+                set_error(cv, j->err);
+                release_job(cv, j);
+                break;
+            }
+            if ((r = write_job(cv, j)) < 0) {
+                set_error(cv, r);
+                break;
+            }
+            continue;
+        }
+        /* nothing ready: reap finished writes, then wait for whatever
+         * holds up progress */
+        if (ioq && ioq_inflight(ioq) && (r = ioq_poll(ioq)) < 0) {
+            set_error(cv, r);
+            break;
+        }
+        pthread_mutex_lock(&cv->lock);
+        if (cv->err) {
+            pthread_mutex_unlock(&cv->lock);
+            break;
+        }
+        if ((cv->free_list && cv->plan_pos < cv->total) || has_ready(cv)) {
+            pthread_mutex_unlock(&cv->lock);
+            continue;
+        }
+        if (cv->order_count > 0) {
+            /* a worker holds the job we need next */
+            pthread_cond_wait(&cv->ready_cond, &cv->lock);
+            pthread_mutex_unlock(&cv->lock);
+            continue;
+        }
+        bool done = cv->plan_pos >= cv->total && all_free(cv);
+        pthread_mutex_unlock(&cv->lock);
+        if (done)
+            break;
+        if (ioq && ioq_inflight(ioq)) {
+            if ((r = ioq_wait(ioq)) < 0) {
+                set_error(cv, r);
+                break;
+            }
+            continue;
+        }
+        set_error(cv, diag_fail(cv->d, -EIO, NULL, -1,
+                                "internal error: conversion stalled"));
+        break;
+    }
+    pthread_mutex_lock(&cv->lock);
+    r = cv->err;
+    pthread_mutex_unlock(&cv->lock);
+    return r;
+}
+
+int convert_run(const struct convert_opts *o, struct diag *d,
+                struct convert_stats *st)
+{
+    struct cv cv;
+    struct convert_stats dummy;
+    struct ioq *ioq = NULL;
+    int r;
+
+    if (!st)
+        st = &dummy;
+    memset(st, 0, sizeof(*st));
+    memset(&cv, 0, sizeof(cv));
+    cv.o = o;
+    cv.d = d;
+    cv.st = st;
+    cv.total = convert_total_size(o->src, o->nsrc);
+    cv.size_unknown = o->nsrc == 1 && o->src[0]->size == UINT64_MAX;
+    if (cv.size_unknown && !o->sequential) {
+        r = diag_fail(d, -EINVAL, NULL, -1, "internal error: a stream needs sequential mode");
+        goto out;
+    }
+    cv.granule = o->out->granule ? o->out->granule : 512;
+    /* zero detection works in 4 KiB units where -S allows (file systems
+     * allocate 4 KiB blocks: smaller holes free nothing), else in 512 */
+    cv.scan_granule = (o->sparse_size % 4096 == 0) ? 4096 : 512;
+    if (cv.scan_granule < cv.granule)
+        cv.scan_granule = cv.granule;
+    cv.chunk = CHUNK_MIN;
+    if (cv.chunk < cv.granule)
+        cv.chunk = cv.granule;
+    cv.chunk = (size_t)align_up(cv.chunk, cv.granule);
+    cv.cache_start = cv.cache_end = 0;
+    cv.nthreads = o->sequential ? 0 : (o->threads ? o->threads : 1);
+    st->total = cv.total;
+    st->threads = cv.nthreads;
+    st->chunk = cv.chunk;
+    pthread_mutex_init(&cv.lock, NULL);
+    pthread_cond_init(&cv.work_cond, NULL);
+    pthread_cond_init(&cv.ready_cond, NULL);
+    /* the output driver may write through a queue; we reap it */
+    if (o->out->drv == NULL) {
+        r = diag_fail(d, -EINVAL, NULL, -1, "internal error: no output driver");
+        goto out;
+    }
+    ioq = o->ioq;
+    if ((r = alloc_slots(&cv)) < 0) {
+        r = diag_fail(d, r, NULL, -1, "cannot allocate conversion buffers");
+        goto out;
+    }
+    cv.threads = calloc(cv.nthreads ? cv.nthreads : 1, sizeof(*cv.threads));
+    if (!cv.threads) {
+        r = diag_fail(d, -ENOMEM, NULL, -1, "out of memory");
+        goto out;
+    }
+    unsigned started = 0;
+    for (; started < cv.nthreads; started++) {
+        if (pthread_create(&cv.threads[started], NULL, worker_main, &cv) != 0) {
+            set_error(&cv, diag_fail(d, -EAGAIN, NULL, -1, "cannot start worker threads"));
+            break;
+        }
+    }
+    if (o->progress)
+        o->progress(o->progress_opaque, 0, cv.size_unknown ? 0 : cv.total);
+    r = cv.err ? cv.err : run_loop(&cv, ioq);
+
+    pthread_mutex_lock(&cv.lock);
+    cv.stop = true;
+    pthread_cond_broadcast(&cv.work_cond);
+    pthread_mutex_unlock(&cv.lock);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(cv.threads[i], NULL);
+    /* every submitted write must complete before the buffers go */
+    if (ioq) {
+        int e = ioq_drain(ioq);
+        if (!r && e < 0)
+            r = e;
+    }
+    if (!r && cv.err)
+        r = cv.err;
+    if (r < 0 && !d->err)
+        diag_errno(d, r, NULL, -1, "conversion failed");
+out:
+    free(cv.threads);
+    free_slots(&cv);
+    pthread_cond_destroy(&cv.ready_cond);
+    pthread_cond_destroy(&cv.work_cond);
+    pthread_mutex_destroy(&cv.lock);
+    return r;
+}

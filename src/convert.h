@@ -1,0 +1,75 @@
+/* convert: move the guest bytes of one or more source images into an output
+ * image, format-agnostic.
+ *
+ *   plan    block status of the sources -> jobs: zero gaps (never read) and
+ *           data ranges of at most one chunk, aligned to the output granule
+ *   read    worker threads read data jobs (compressed input is inflated in
+ *           those threads by the drivers), several jobs in flight
+ *   detect  each chunk is split into data and zero runs (zerodetect)
+ *   encode  with -c, worker threads compress each output granule
+ *   write   the calling thread hands runs to the output driver in order
+ *           (or as they come with out_of_order), zero runs become holes
+ *
+ * The caller opens the sources, creates the output (bd_driver.create), runs
+ * convert_run(), then commits (finish + rename) or aborts.
+ */
+#ifndef DISKIMG_CONVERT_H
+#define DISKIMG_CONVERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct bd;
+struct diag;
+struct ioq;
+
+struct convert_opts {
+    struct bd **src;           /* sources, concatenated in this order */
+    size_t nsrc;
+    struct bd *out;            /* created output image */
+    struct bd *out_backing;    /* the output's backing image opened for
+                                  reading (-B), or NULL: only what differs
+                                  from it is written */
+    uint64_t sparse_size;      /* -S: shortest zero run left as a hole;
+                                  0 = write everything (fully allocated) */
+    unsigned threads;          /* worker threads (>= 1) */
+    unsigned inflight;         /* chunks in flight (>= 1) */
+    bool out_of_order;         /* -W: write chunks as they become ready */
+    bool compress;             /* -c: compress data granules */
+    bool sequential;           /* a source is a stream: read strictly in
+                                  order, no lookahead, no threads */
+    bool salvage;              /* read errors become zeros and warnings */
+    struct diag *src_diag;     /* with salvage: where the sources report
+                                  (kept apart from the command's diag) */
+    bool skip_gaps;            /* zero ranges known from metadata need no
+                                  write_zeroes (sparsify in place) */
+    struct ioq *ioq;           /* the output's write queue, reaped here */
+
+    /* Called on the calling thread as work completes (done <= total; total
+     * is 0 while the size of a stream is unknown). */
+    void (*progress)(void *opaque, uint64_t done, uint64_t total);
+    void *progress_opaque;
+};
+
+struct convert_stats {
+    uint64_t total;            /* virtual bytes converted */
+    uint64_t read;             /* bytes read from the sources */
+    uint64_t written;          /* data bytes handed to the output */
+    uint64_t compressed;       /* bytes after compression (with -c) */
+    uint64_t zero_meta;        /* zero bytes known from metadata (not read) */
+    uint64_t zero_scan;        /* zero bytes found by scanning */
+    uint64_t salvaged;         /* bytes that could not be read (salvage) */
+    unsigned threads;
+    size_t chunk;
+};
+
+/* Sum of the sources' virtual sizes (UINT64_MAX for a raw stream of unknown
+ * size: then convert_run reads to its end and reports the size in
+ * stats.total; it must be the only source, in sequential mode). */
+uint64_t convert_total_size(struct bd **src, size_t nsrc);
+
+int convert_run(const struct convert_opts *o, struct diag *d,
+                struct convert_stats *st);
+
+#endif

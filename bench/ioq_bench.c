@@ -71,6 +71,7 @@ struct engine {
     unsigned depth;
     char flags[16];
     double wall[MAX_RUNS], cpu[MAX_RUNS], sys_cpu[MAX_RUNS];
+    bool said;
 };
 
 static void die(const char *what, int err)
@@ -310,7 +311,8 @@ static void ioq_done(void *opaque, int res)
     s->free_slots[(*s->nfree)++] = s->slot;
 }
 
-static void run_ioq(int fd, uint8_t **bufs, unsigned depth, const char *backend, bool direct)
+static void run_ioq(int fd, uint8_t **bufs, unsigned depth, const char *backend, bool direct,
+                    bool *said)
 {
     struct diag d;
     struct bfile *f;
@@ -346,11 +348,10 @@ static void run_ioq(int fd, uint8_t **bufs, unsigned depth, const char *backend,
     }
     if (ioq_drain(q) < 0)
         die("ioq_drain", EIO);
-    static bool said;
-    if (!said) {
-        fprintf(stderr, "ioq:%s%s runs backend %s\n", backend, direct ? " (direct)" : "",
-                ioq_backend_name(q));
-        said = true;
+    if (!*said) {
+        fprintf(stderr, "ioq %s%s runs backend %s %s\n", backend, direct ? " (direct)" : "",
+                ioq_backend_name(q), ioq_backend_note(q));
+        *said = true;
     }
     ioq_destroy(q);
     bfile_close(f);
@@ -381,7 +382,7 @@ static void run_once(struct engine *e, uint8_t **bufs, int idx)
     else if (!strcmp(e->kind, "uring") || !strcmp(e->kind, "during"))
         run_uring(fd, bufs, e->depth, e->flags);
     else
-        run_ioq(fd, bufs, e->depth, e->flags[0] ? e->flags : "auto", is_direct(e));
+        run_ioq(fd, bufs, e->depth, e->flags[0] ? e->flags : "auto", is_direct(e), &e->said);
     if (close(fd) < 0)
         die("close", errno);
     e->wall[idx] = now() - t0;

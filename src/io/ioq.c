@@ -116,6 +116,8 @@ void ioq_finished(struct ioq *q, struct ioq_req *r)
 {
     if (r->res < 0 && !q->err)
         q->err = r->res;
+    if (r->res == 0)
+        bfile_note_written(r->f, r->off, r->len);   /* write-behind accounting */
     q->busy--;
     r->next = NULL;
     if (q->fin_tail)

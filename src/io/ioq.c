@@ -257,6 +257,24 @@ static bool env_no_uring(void)
     return v && *v && strcmp(v, "0") != 0;
 }
 
+/* DISKIMG_IOQ=uring|pwrite|thread overrides the backend asked for (tests and
+ * benchmarks of the whole pipeline).  Anything else is ignored. */
+static enum ioq_backend env_backend(enum ioq_backend want, char *note, size_t note_len)
+{
+    static const struct { const char *name; enum ioq_backend b; } names[] = {
+        { "uring", IOQ_URING }, { "pwrite", IOQ_PWRITE }, { "thread", IOQ_THREAD },
+    };
+    const char *v = getenv("DISKIMG_IOQ");
+
+    for (size_t i = 0; v && i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(v, names[i].name) == 0) {
+            snprintf(note, note_len, "DISKIMG_IOQ=%s", v);
+            return names[i].b;
+        }
+    }
+    return want;
+}
+
 int ioq_create(struct ioq **out, const struct ioq_opts *o, struct diag *d)
 {
     static const struct ioq_opts defaults;
@@ -283,7 +301,7 @@ int ioq_create(struct ioq **out, const struct ioq_opts *o, struct diag *d)
         q->free = &q->pool[i];
     }
 
-    enum ioq_backend want = o->backend;
+    enum ioq_backend want = env_backend(o->backend, q->note, sizeof(q->note));
     if (want == IOQ_AUTO)
         want = o->direct ? IOQ_AUTO_DIRECT : IOQ_AUTO_BUFFERED;
     if (env_no_uring() && want != IOQ_PWRITE) {

@@ -17,7 +17,8 @@
  *   thread     one writer thread doing pwrite, fed by a queue (ioq_thread.c)
  * When io_uring or thread setup fails for any reason (seccomp, sysctl, old
  * kernel, memlock limit, no thread) the queue silently uses pwrite, and
- * ioq_backend_note() says why.  DISKIMG_NO_URING=1 forces pwrite (tests).
+ * ioq_backend_note() says why.  DISKIMG_NO_URING=1 forces pwrite (tests);
+ * DISKIMG_IOQ=uring|pwrite|thread picks a backend (tests, benchmarks).
  * Streams and memory files are always written synchronously, in order.
  *
  * One thread owns a queue: all calls, and all callbacks, happen on it.

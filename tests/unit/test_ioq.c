@@ -385,6 +385,36 @@ static void test_forced_fallback(void)
     unlink(bpath);
 }
 
+/* DISKIMG_IOQ picks a backend whatever was asked; DISKIMG_NO_URING wins. */
+static void test_env_backend(void)
+{
+    struct diag d;
+    static const struct { const char *env; const char *want; } cases[] = {
+        { "thread", "thread" }, { "pwrite", "pwrite" }, { "uring", "io_uring" },
+    };
+    diag_init(&d);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        setenv("DISKIMG_IOQ", cases[i].env, 1);
+        for (int b = IOQ_AUTO; b <= IOQ_THREAD; b++) {
+            struct ioq *q = make_queue((enum ioq_backend)b, 0, 0, &d);
+            check_backend(q, strcmp(cases[i].env, "uring") ? IOQ_AUTO : IOQ_URING,
+                          cases[i].want);
+            ioq_destroy(q);
+        }
+    }
+    setenv("DISKIMG_IOQ", "bogus", 1);
+    struct ioq *q = make_queue(IOQ_THREAD, 0, 0, &d);
+    check_backend(q, IOQ_THREAD, "thread");
+    ioq_destroy(q);
+    setenv("DISKIMG_IOQ", "thread", 1);
+    setenv("DISKIMG_NO_URING", "1", 1);
+    q = make_queue(IOQ_AUTO, 0, 0, &d);
+    check_backend(q, IOQ_PWRITE, "pwrite");
+    ioq_destroy(q);
+    unsetenv("DISKIMG_NO_URING");
+    unsetenv("DISKIMG_IOQ");
+}
+
 /* io_uring_setup refused (as seccomp or kernel.io_uring_disabled do): the
  * queue falls back to pwrite and still writes.  Runs in a child. */
 static void test_setup_refused(void)
@@ -670,6 +700,7 @@ int main(void)
     const char *tmp = getenv("TEST_TMP");
     snprintf(tmpdir, sizeof(tmpdir), "%s", tmp && *tmp ? tmp : "/tmp");
     unsetenv("DISKIMG_NO_URING");
+    unsetenv("DISKIMG_IOQ");
     unsetenv("DISKIMG_FAULT");
     fault_reset();
 
@@ -688,6 +719,7 @@ int main(void)
     test_transient_faults();
     test_sticky_errors();
     test_forced_fallback();
+    test_env_backend();
     test_setup_refused();
     test_readonly_fd();
     test_destroy_drains();

@@ -1,0 +1,38 @@
+#!/bin/bash
+# The write queue's backends inside the real pipeline: `diskimg convert`
+# raw -> raw of the seeded bench disk (warm cache), with DISKIMG_IOQ forcing
+# each backend, runs alternating; prints medians of wall time and of the
+# process's user+sys CPU (io-wq workers and the writer thread included).
+#   bench/ioq_convert.sh [CACHE_MODE...]      (default: unsafe none)
+# unsafe = buffered, no fsync; none = O_DIRECT; writeback = buffered + fsync.
+# BENCH_SIZE (default 4G), BENCH_RUNS (default 5), BENCH_DIR (default bench/out).
+. "$(dirname "$0")/lib.sh"
+size=${BENCH_SIZE:-4G}
+disk=$(bench_disk "$size")
+modes=("$@")
+[ ${#modes[@]} -eq 0 ] && modes=(unsafe none)
+backends=(pwrite uring thread)
+warm "$disk"
+echo "disk $disk ($(du -h "$disk" | cut -f1) allocated of $size), $RUNS alternating runs"
+printf '%-10s %-8s %8s %8s\n' "cache" "backend" "wall s" "cpu s"
+for mode in "${modes[@]}"; do
+    declare -A walls=() cpus=()
+    for i in $(seq 1 "$RUNS"); do
+        for b in "${backends[@]}"; do
+            out=$OUT/ioq-$b.raw
+            rm -f "$out"
+            sync
+            t=$( { DISKIMG_IOQ=$b /usr/bin/time -f '%e %U %S' "$D" convert -t "$mode" \
+                     -f raw -O raw "$disk" "$out" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1)
+            rm -f "$out"
+            walls[$b]="${walls[$b]:-} $(echo "$t" | awk '{print $1}')"
+            cpus[$b]="${cpus[$b]:-} $(echo "$t" | awk '{print $2 + $3}')"
+        done
+    done
+    for b in "${backends[@]}"; do
+        printf '%-10s %-8s %8s %8s   (walls:%s)\n' "$mode" "$b" \
+            "$(echo ${walls[$b]} | tr ' ' '\n' | median)" \
+            "$(echo ${cpus[$b]} | tr ' ' '\n' | median)" "${walls[$b]}"
+    done
+    unset walls cpus
+done

@@ -1,7 +1,7 @@
 /* ioq_bench: which way of writing a big new file is fastest on this machine.
  *
  *   bench/ioq_bench [-s SIZE_MIB] [-c CHUNK_KIB] [-r RUNS] [-d DIR] [-w none|copy]
- *                   [-T] ENGINE...
+ *                   [-T] [-q] ENGINE...
  *
  * Each run writes SIZE_MIB MiB (default 2048) in CHUNK_KIB KiB chunks
  * (default 1024) to a new file in DIR (default /tmp), sized first with
@@ -12,6 +12,11 @@
  * CPU of this process (io-wq workers are threads of the process and count
  * here) and busy CPU of the whole machine from /proc/stat (adds kworkers,
  * e.g. writeback), both in seconds.
+ *
+ * -q waits before each run until the machine has been idle (>= 90% over
+ * a second, at most 5 minutes) so that other work on a shared machine does
+ * not land in one engine's runs; runs that started without that are counted
+ * and reported.
  *
  * -w copy makes the producer do what convert's main thread does before each
  * write: copy the chunk in (a read from the page cache costs about a memcpy)
@@ -62,6 +67,8 @@ static uint64_t total = 2048ull << 20;
 static const char *dir = "/tmp";
 static bool work_copy;
 static bool pretruncate = true;
+static bool gate;               /* -q: wait for an idle machine before each run */
+static int ungated_runs;
 static uint8_t *src;            /* what the producer copies from (-w copy) */
 static volatile size_t sink;    /* keeps the zero scan from being optimised out */
 
@@ -107,6 +114,37 @@ static double machine_cpu(void)
         v[0] = v[1] = v[2] = v[5] = v[6] = v[7] = 0;
     fclose(f);
     return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Fraction of the machine's CPU time that was idle over `secs` seconds. */
+static double idle_fraction(double secs)
+{
+    unsigned long long a[8], b[8];
+    for (int k = 0; k < 2; k++) {
+        unsigned long long *v = k ? b : a;
+        FILE *f = fopen("/proc/stat", "r");
+        if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                         &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8) {
+            if (f)
+                fclose(f);
+            return 1;
+        }
+        fclose(f);
+        if (!k)
+            usleep((useconds_t)(secs * 1e6));
+    }
+    unsigned long long sum = 0, idle = (b[3] - a[3]) + (b[4] - a[4]);
+    for (int i = 0; i < 8; i++)
+        sum += b[i] - a[i];
+    return sum ? (double)idle / (double)sum : 1;
+}
+
+static void wait_idle(void)
+{
+    for (int i = 0; i < 300; i++)
+        if (idle_fraction(1.0) >= 0.9)
+            return;
+    ungated_runs++;
 }
 
 /* What the pipeline does to a chunk before writing it (-w copy). */
@@ -367,6 +405,8 @@ static void run_once(struct engine *e, uint8_t **bufs, int idx)
     char path[4096];
     snprintf(path, sizeof(path), "%s/ioq_bench.%d.tmp", dir, (int)getpid());
     unlink(path);
+    if (gate)
+        wait_idle();
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (is_direct(e) ? O_DIRECT : 0),
                   0600);
     if (fd < 0)
@@ -435,7 +475,7 @@ int main(int argc, char **argv)
     struct engine engines[MAX_ENGINES];
     int nengines = 0, runs = 5, opt;
 
-    while ((opt = getopt(argc, argv, "s:c:r:d:w:T")) != -1) {
+    while ((opt = getopt(argc, argv, "s:c:r:d:w:Tq")) != -1) {
         switch (opt) {
         case 's': total = strtoull(optarg, NULL, 10) << 20; break;
         case 'c': chunk = (size_t)strtoul(optarg, NULL, 10) << 10; break;
@@ -443,6 +483,7 @@ int main(int argc, char **argv)
         case 'd': dir = optarg; break;
         case 'w': work_copy = !strcmp(optarg, "copy"); break;
         case 'T': pretruncate = false; break;
+        case 'q': gate = true; break;
         default: goto usage;
         }
     }
@@ -484,10 +525,13 @@ int main(int argc, char **argv)
                (double)total / (double)(1ull << 30) / w, median(e->cpu, runs),
                median(e->sys_cpu, runs));
     }
+    if (gate)
+        printf("# %d of %d runs started without an idle machine\n", ungated_runs,
+               runs * nengines);
     return 0;
 
 usage:
     fprintf(stderr, "usage: ioq_bench [-s MIB] [-c KIB] [-r RUNS] [-d DIR] [-w none|copy] "
-                    "[-T] ENGINE...\n(see the comment at the top of bench/ioq_bench.c)\n");
+                    "[-T] [-q] ENGINE...\n(see the comment at the top of bench/ioq_bench.c)\n");
     return 2;
 }

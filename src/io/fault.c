@@ -77,13 +77,17 @@ static int parse_rule(const char *s, size_t len, struct fault_rule *r, char *why
 
     if (strcmp(what, "short") == 0)
         return 0;
+    if (strcmp(what, "zero") == 0) {
+        r->zero = true;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++) {
         if (strcmp(what, errnames[i].name) == 0) {
             r->err = -errnames[i].err;
             return 0;
         }
     }
-    snprintf(why, why_len, "rule '%.*s': '%s' is neither a known errno name nor 'short'",
+    snprintf(why, why_len, "rule '%.*s': '%s' is not a known errno name, 'short' or 'zero'",
              (int)len, s, what);
     return -EINVAL;
 }
@@ -160,7 +164,9 @@ int fault_inject(enum fault_op op, size_t *len)
             retry_pass[op] = true;
         if (r->err)
             return r->err;
-        if (len && *len > 1)
+        if (len && r->zero)
+            *len = 0;
+        else if (len && *len > 1)
             *len /= 2;
         return 0;
     }

@@ -4,8 +4,10 @@
  *   OP    read | write | sync | punch
  *   N     the Nth call of that kind fails (1-based); `N+` fails it and every
  *         later one
- *   WHAT  an errno name (EIO, ENOSPC, EINTR, EAGAIN, ...) or `short`
- *         (the transfer is cut to half its length, at least 1 byte)
+ *   WHAT  an errno name (EIO, ENOSPC, EINTR, EAGAIN, ...), `short` (the
+ *         transfer is cut to half its length, at least 1 byte) or `zero`
+ *         (cut to 0 bytes: the call makes no progress, as a read at EOF or
+ *         a device that accepts nothing)
  * e.g. DISKIMG_FAULT=write:3:ENOSPC,read:1+:short
  * Without the variable every call proceeds and the cost is one branch.
  * Callers must treat EINTR and short transfers as "retry the rest", so a
@@ -38,7 +40,8 @@ struct fault_rule {
     enum fault_op op;
     unsigned long nth;
     bool and_later;
-    int err;              /* negative errno, or 0 for a short transfer */
+    int err;              /* negative errno, or 0 for a short/zero transfer */
+    bool zero;            /* `zero`: the transfer is cut to 0 bytes */
 };
 
 #define FAULT_MAX_RULES 16

@@ -46,9 +46,11 @@ static void test_parse_valid(void)
     CHECK(r[0].op == FAULT_WRITE && r[0].nth == 3 && !r[0].and_later && r[0].err == -ENOSPC,
           "op %d nth %lu later %d err %d", r[0].op, r[0].nth, r[0].and_later, r[0].err);
 
-    n = fault_parse("read:1+:short,sync:2:EIO,punch:10+:EOPNOTSUPP,write:7:EINTR",
+    n = fault_parse("read:1+:short,sync:2:EIO,punch:10+:EOPNOTSUPP,write:7:EINTR,write:2:zero",
                     r, FAULT_MAX_RULES, why, sizeof(why));
-    CHECK(n == 4, "n=%d (%s)", n, n < 0 ? why : "");
+    CHECK(n == 5, "n=%d (%s)", n, n < 0 ? why : "");
+    CHECK(r[4].op == FAULT_WRITE && r[4].nth == 2 && r[4].zero && r[4].err == 0, "rule 4");
+    CHECK(!r[0].zero, "short is not zero");
     CHECK(r[0].op == FAULT_READ && r[0].nth == 1 && r[0].and_later && r[0].err == 0, "rule 0");
     CHECK(r[1].op == FAULT_SYNC && r[1].nth == 2 && !r[1].and_later && r[1].err == -EIO, "rule 1");
     CHECK(r[2].op == FAULT_PUNCH && r[2].nth == 10 && r[2].and_later &&
@@ -81,10 +83,10 @@ static void test_parse_invalid(void)
         { "write:99999999999999999999999:EIO", "is not a number" },
         { "write:3+x:EIO", "is not N or N+" },
         { "write:3++:EIO", "is not N or N+" },
-        { "write:3:EWHAT", "'EWHAT' is neither a known errno name nor 'short'" },
-        { "write:3:", "is neither" },
-        { "write:3:eio", "is neither" },
-        { "write:3:short:extra", "is neither" },
+        { "write:3:EWHAT", "'EWHAT' is not a known errno name, 'short' or 'zero'" },
+        { "write:3:", "is not a known errno name" },
+        { "write:3:eio", "is not a known errno name" },
+        { "write:3:short:extra", "is not a known errno name" },
         { ",", "is not OP:N:WHAT" },
         { "write:1:EIO,", "is not OP:N:WHAT" },
         { "write:1:EIO,,read:1:EIO", "is not OP:N:WHAT" },
@@ -185,6 +187,13 @@ static void test_counting(void)
     len = 1;
     CHECK(fault_inject(FAULT_WRITE, &len) == 0 && len == 1, "short: 1 -> %zu", len);
     CHECK(fault_inject(FAULT_WRITE, NULL) == 0, "short without a length");
+
+    use_rules("read:2:zero");
+    len = 10;
+    CHECK(fault_inject(FAULT_READ, &len) == 0 && len == 10, "zero: call 1 untouched");
+    CHECK(fault_inject(FAULT_READ, &len) == 0 && len == 0, "zero: call 2 cut to %zu", len);
+    len = 10;
+    CHECK(fault_inject(FAULT_READ, &len) == 0 && len == 10, "zero: call 3 untouched");
 
     /* first listed rule wins */
     use_rules("write:2:EIO,write:1+:ENOSPC");

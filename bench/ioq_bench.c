@@ -10,8 +10,9 @@
  * of the machine hits them all alike; the file is unlinked outside the timed
  * part.  For every engine it prints medians of: wall time, GiB/s, user+sys
  * CPU of this process (io-wq workers are threads of the process and count
- * here) and busy CPU of the whole machine from /proc/stat (adds kworkers,
- * e.g. writeback), both in seconds.
+ * here), busy CPU of the whole machine from /proc/stat (adds kworkers,
+ * e.g. writeback, and anything else running) and the time the hypervisor
+ * stole from the VM, all in seconds.
  *
  * -q waits before each run until the machine has been idle (>= 90% over
  * a second, at most 30 s) so that other work on a shared machine lands in
@@ -77,7 +78,7 @@ struct engine {
     char kind[16];
     unsigned depth;
     char flags[16];
-    double wall[MAX_RUNS], cpu[MAX_RUNS], sys_cpu[MAX_RUNS];
+    double wall[MAX_RUNS], cpu[MAX_RUNS], sys_cpu[MAX_RUNS], steal[MAX_RUNS];
     bool said;
 };
 
@@ -102,18 +103,21 @@ static double self_cpu(void)
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
-/* Busy seconds of all CPUs (everything but idle and iowait). */
-static double machine_cpu(void)
+/* Busy seconds of all CPUs (everything but idle, iowait and steal), and
+ * the seconds the hypervisor stole from this VM. */
+static double machine_cpu(double *stolen)
 {
-    unsigned long long v[10] = { 0 };
+    unsigned long long v[8] = { 0 };
     FILE *f = fopen("/proc/stat", "r");
-    if (!f)
-        return 0;
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-               &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
-        v[0] = v[1] = v[2] = v[5] = v[6] = v[7] = 0;
-    fclose(f);
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+    if (f) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+            memset(v, 0, sizeof(v));
+        fclose(f);
+    }
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    *stolen = (double)v[7] / hz;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / hz;
 }
 
 /* Fraction of the machine's CPU time that was idle over `secs` seconds. */
@@ -414,7 +418,8 @@ static void run_once(struct engine *e, uint8_t **bufs, int idx)
     if (pretruncate && ftruncate(fd, (off_t)total) < 0)
         die("ftruncate", errno);
 
-    double t0 = now(), c0 = self_cpu(), m0 = machine_cpu();
+    double s0, s1;
+    double t0 = now(), c0 = self_cpu(), m0 = machine_cpu(&s0);
     if (!strcmp(e->kind, "pwrite") || !strcmp(e->kind, "dpwrite"))
         run_pwrite(fd, bufs);
     else if (!strcmp(e->kind, "thread"))
@@ -427,7 +432,8 @@ static void run_once(struct engine *e, uint8_t **bufs, int idx)
         die("close", errno);
     e->wall[idx] = now() - t0;
     e->cpu[idx] = self_cpu() - c0;
-    e->sys_cpu[idx] = machine_cpu() - m0;
+    e->sys_cpu[idx] = machine_cpu(&s1) - m0;
+    e->steal[idx] = s1 - s0;
 
     /* outside the timed part: dropping 2 GiB of dirty pages takes a while */
     unlink(path);
@@ -516,14 +522,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < nengines; i++)
             run_once(&engines[i], bufs, r);
 
-    printf("%-18s %8s %8s %10s %12s\n", "engine", "wall s", "GiB/s", "proc cpu s",
-           "machine cpu s");
+    printf("%-18s %8s %8s %10s %12s %8s\n", "engine", "wall s", "GiB/s", "proc cpu s",
+           "machine cpu s", "steal s");
     for (int i = 0; i < nengines; i++) {
         struct engine *e = &engines[i];
         double w = median(e->wall, runs);
-        printf("%-18s %8.3f %8.2f %10.3f %12.3f\n", e->spec, w,
+        printf("%-18s %8.3f %8.2f %10.3f %12.3f %8.3f\n", e->spec, w,
                (double)total / (double)(1ull << 30) / w, median(e->cpu, runs),
-               median(e->sys_cpu, runs));
+               median(e->sys_cpu, runs), median(e->steal, runs));
     }
     if (gate)
         printf("# %d of %d runs started without an idle machine\n", ungated_runs,

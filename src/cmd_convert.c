@@ -170,6 +170,13 @@ static int parse_args(int argc, char **argv, struct args *a)
             return cli_usage_error("convert", "bad option");
         }
     }
+    if (kvopts_wants_help(&a->o)) {
+        const struct bd_driver *drv = bd_find_driver(a->out_fmt);
+        if (!drv || !drv->create)
+            return cli_usage_error("convert", "unknown output format '%s'", a->out_fmt);
+        fputs(drv->create_options_help ? drv->create_options_help : "no options\n", stdout);
+        return -1;
+    }
     if (argc - optind < 2)
         return cli_usage_error("convert", "expected a source and a destination");
     a->srcs = argv + optind;
@@ -309,8 +316,9 @@ int cmd_convert(int argc, char **argv)
         /* with --salvage the sources report apart, so that their read errors
          * become warnings instead of the command's error */
         if ((r = bd_open(&src[i], a.srcs[i], &oo, a.salvage ? &src_d : &d)) < 0) {
-            if (a.salvage)
-                cli_report(&src_d);
+            if (!a.salvage)
+                goto fail;
+            cli_report(&src_d);
             goto fail_quiet;
         }
         if (src[i]->file && src[i]->file->kind == BFILE_STREAM)

@@ -131,7 +131,7 @@ static uint64_t juint(const struct jval *v)
 static void print_snapshots(const struct jval *snaps)
 {
     printf("Snapshot list:\n");
-    printf("%-9s %-17s %7s %20s %12s %10s\n", "ID", "TAG", "VM SIZE", "DATE", "VM CLOCK",
+    printf("%-9s %-17s %7s%20s %12s %10s\n", "ID", "TAG", "VM SIZE", "DATE", "VM CLOCK",
            "ICOUNT");
     for (size_t i = 0; i < snaps->n; i++) {
         const struct jval *s = snaps->items[i];
@@ -151,7 +151,7 @@ static void print_snapshots(const struct jval *snaps)
         char icount[32] = "--";
         if (ic)
             snprintf(icount, sizeof(icount), "%llu", (unsigned long long)juint(ic));
-        printf("%-9s %-17s %7s %20s %12s %10s\n", id && id->type == J_STRING ? id->v.s : "",
+        printf("%-9s %-17s %7s%20s %12s %10s\n", id && id->type == J_STRING ? id->v.s : "",
                name && name->type == J_STRING ? name->v.s : "", vms, date, clock, icount);
     }
 }

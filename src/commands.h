@@ -5,7 +5,9 @@
 #define DISKIMG_COMMANDS_H
 
 int cmd_convert(int argc, char **argv);
+int cmd_create(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 int cmd_sparsify(int argc, char **argv);
 
 #endif

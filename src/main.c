@@ -12,7 +12,9 @@ struct command {
 
 static const struct command commands[] = {
     { "convert", cmd_convert },
+    { "create", cmd_create },
     { "info", cmd_info },
+    { "check", cmd_check },
     { "sparsify", cmd_sparsify },
 };
 
@@ -24,8 +26,12 @@ static const char usage_text[] =
     "  convert  [-f FMT] [-O FMT] [-o OPTS] [-S SIZE] [-n] [-p] [-q] [-m N] [-W]\n"
     "           [-t CACHE] SRC DST\n"
     "                       copy an image, leaving zero ranges as holes\n"
+    "  create   [-q] [-f FMT] [-o OPTS] [-b BACKING -F BFMT] [-u] IMG [SIZE]\n"
+    "                       create a new empty image (raw or qcow2)\n"
     "  info     [-f FMT] [--output=human|json] IMG\n"
     "                       show the format, sizes and details of an image\n"
+    "  check    [-f FMT] [--output=human|json] IMG\n"
+    "                       verify an image's metadata (exit 2 corrupt, 3 leaks)\n"
     "  sparsify [--dry-run] [-S SIZE] IMG\n"
     "                       punch holes into the zero runs of a raw image, in place\n"
     "\n"

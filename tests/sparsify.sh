@@ -5,6 +5,7 @@
 gen -s 21 -m 512 -M 2M $((48 * 1024 * 1024 + 1536)) "$T/src.raw"
 cp --sparse=never "$T/src.raw" "$T/dense.raw"
 cp --sparse=never "$T/src.raw" "$T/dig.raw"
+sync "$T/dense.raw" "$T/dig.raw"
 sum=$(sha1sum < "$T/dense.raw")
 before=$(alloc "$T/dense.raw")
 
@@ -15,6 +16,7 @@ echo "$out" | grep -Eq "[1-9][0-9]* bytes .* could be freed" || fail "dry run do
 
 out=$("$DISKIMG" sparsify "$T/dense.raw") || fail "sparsify failed"
 echo "$out" | grep -Eq "reclaimed [0-9]+ bytes" || fail "no report: $out"
+sync "$T/dense.raw"
 after=$(alloc "$T/dense.raw")
 [ "$(sha1sum < "$T/dense.raw")" = "$sum" ] || fail "sparsify changed the content"
 [ "$(stat -c %s "$T/dense.raw")" = "$(stat -c %s "$T/src.raw")" ] || fail "sparsify changed the size"

@@ -100,6 +100,9 @@ struct bd;
 struct bd_driver {
     const char *name;
 
+    /* What `-o help` prints for this output format (NULL: no options). */
+    const char *create_options_help;
+
     /* 0 = not this format; higher = more certain.  `head` holds the first
      * bytes of the file (up to 64 KiB, fewer if the file is shorter). */
     int (*probe)(const uint8_t *head, size_t len, const char *filename);
@@ -120,8 +123,9 @@ struct bd_driver {
      * only when it succeeds (closed by close()). */
     int (*create)(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                   struct diag *d);
-    /* The buffer is 4 KiB aligned; after a write that ends the image, the
-     * buffer holds zeros up to the next 4 KiB boundary (O_DIRECT padding). */
+    /* `done` runs exactly once, also when the call fails.  The buffer is
+     * 4 KiB aligned; after a write that ends the image, the buffer holds
+     * zeros up to the next 4 KiB boundary (O_DIRECT padding). */
     int (*pwrite)(struct bd *bd, const void *buf, size_t len, uint64_t off,
                   ioq_done_fn done, void *opaque);
     /* Make [off, off+len) read as zeros (holes in a new image cost nothing). */

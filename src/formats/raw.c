@@ -341,6 +341,10 @@ static int raw_resize(struct bd *bd, uint64_t new_size, bool shrink)
 
 const struct bd_driver bd_raw = {
     .name = "raw",
+    .create_options_help =
+        "Supported raw options:\n"
+        "  preallocation=<str>    - Preallocation mode (allowed values: off)\n"
+        "  size=<size>            - Virtual disk size\n",
     .probe = raw_probe,
     .open = raw_open,
     .block_status = raw_block_status,

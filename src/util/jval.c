@@ -140,10 +140,7 @@ void jv_print_json(FILE *out, const struct jval *v, int indent)
         return;
     }
     bool obj = v->type == J_OBJECT;
-    if (v->n == 0) {
-        fputs(obj ? "{}" : "[]", out);
-        return;
-    }
+    /* qemu prints an empty container over two lines too: "[\n    ]" */
     fputs(obj ? "{\n" : "[\n", out);
     for (size_t i = 0; i < v->n; i++) {
         pad(out, indent + 1);

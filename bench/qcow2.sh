@@ -1,0 +1,75 @@
+#!/bin/bash
+# qcow2 output benchmark: diskimg convert against qemu-img convert on the
+# bench disk (genimg -s 1 4G: random, text, zeros and holes in runs of
+# 4K..8M).  Runs alternate (diskimg, qemu-img, qemu-img -W -m 16, diskimg,
+# ...) so that a noisy machine hurts all sides alike; each output goes to a
+# fresh name and is deleted (and the page cache flushed) outside the timed
+# part.  Like for like: qemu-img convert never fsyncs, so diskimg runs with
+# -t unsafe.  Prints median times, the ratios diskimg/qemu-img and the
+# output sizes.
+#
+#   bench/qcow2.sh [-n RUNS] [-s SIZE] [-k] [-c CASES] [WORKDIR]
+#     WORKDIR   default $BENCH_DIR or bench/out
+#     -n RUNS   runs per tool and case (default $BENCH_RUNS or 3; medians)
+#     -s SIZE   bench disk size (default $BENCH_SIZE or 4G; the disk file is
+#               shared with bench/run.sh: WORKDIR/disk-SIZE.raw)
+#     -k        keep the last outputs (for a look with qemu-img)
+#     -c CASES  comma list of: plain,zlib,zstd (default all)
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+runs=${BENCH_RUNS:-3} size=${BENCH_SIZE:-4G} keep=0 cases=plain,zlib,zstd
+while getopts "n:s:kc:" opt; do
+    case $opt in
+        n) runs=$OPTARG ;;
+        s) size=$OPTARG ;;
+        k) keep=1 ;;
+        c) cases=$OPTARG ;;
+        *) echo "usage: $0 [-n RUNS] [-s SIZE] [-k] [-c CASES] [WORKDIR]" >&2; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+work=${1:-${BENCH_DIR:-$top/bench/out}}
+diskimg=${DISKIMG:-$top/build/diskimg}
+genimg=$top/build/tools/genimg
+command -v qemu-img >/dev/null || { echo "qemu-img not installed" >&2; exit 1; }
+[ -x "$diskimg" ] && [ -x "$genimg" ] || { echo "build first: make all unit" >&2; exit 1; }
+mkdir -p "$work"
+disk=$work/disk-$size.raw
+[ -f "$disk" ] || "$genimg" -s 1 "$size" "$disk" || exit 1
+cat "$disk" >/dev/null   # the source is read from the page cache by every run
+
+now() { date +%s.%N; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+# time_run NAME OUT CMD... : append the wall time to $work/NAME.times
+time_run() {
+    local name=$1 out=$2; shift 2
+    rm -f "$out"; sync
+    local t0; t0=$(now)
+    "$@" || { echo "FAILED: $*" >&2; exit 1; }
+    awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }' >>"$work/$name.times"
+    stat -c %s "$out" >"$work/$name.size"
+    [ "$keep" = 1 ] || rm -f "$out"
+}
+
+printf '%-8s %10s %10s %10s %8s %8s %12s %12s\n' case diskimg qemu qemu-W16 ratio ratio-W size size/qemu
+for c in ${cases//,/ }; do
+    case $c in
+        plain) flags=(); opts=() ;;
+        zlib)  flags=(-c); opts=() ;;
+        zstd)  flags=(-c); opts=(-o compression_type=zstd) ;;
+        *) echo "unknown case $c" >&2; exit 2 ;;
+    esac
+    rm -f "$work"/{d,q,w}.times
+    for i in $(seq 1 "$runs"); do
+        time_run d "$work/d$i.qcow2" "$diskimg" convert -t unsafe -O qcow2 "${flags[@]}" "${opts[@]}" "$disk" "$work/d$i.qcow2"
+        time_run q "$work/q$i.qcow2" qemu-img convert -O qcow2 "${flags[@]}" "${opts[@]}" "$disk" "$work/q$i.qcow2"
+        time_run w "$work/w$i.qcow2" qemu-img convert -W -m 16 -O qcow2 "${flags[@]}" "${opts[@]}" "$disk" "$work/w$i.qcow2"
+    done
+    td=$(median <"$work/d.times") tq=$(median <"$work/q.times") tw=$(median <"$work/w.times")
+    sd=$(cat "$work/d.size") sq=$(cat "$work/q.size")
+    printf '%-8s %9.2fs %9.2fs %9.2fs %8.3f %8.3f %12d %12.4f\n' "$c" "$td" "$tq" "$tw" \
+        "$(div "$td" "$tq")" "$(div "$td" "$tw")" "$sd" "$(div "$sd" "$sq")"
+done
+echo "(ratio = diskimg time / qemu-img time, medians of $runs runs; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg))"

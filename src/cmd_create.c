@@ -1,0 +1,283 @@
+/* diskimg create: a new, empty image (qemu-img create's options, messages
+ * and exit status).  Written under a temporary name and renamed into place,
+ * like every output. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "formats/bd.h"
+#include "formats/qcow2_write.h"
+#include "io/bfile.h"
+#include "outfile.h"
+#include "util/diag.h"
+#include "util/kvopts.h"
+#include "util/size.h"
+
+static const char help_text[] =
+    "Usage: diskimg create [-q] [-f FMT] [-o OPTS] [-b BACKING -F BFMT] [-u] IMG [SIZE]\n"
+    "Create a new empty image IMG of SIZE bytes (suffixes K, M, G, T, P, E).\n"
+    "An existing IMG is replaced; the new image appears only once complete.\n"
+    "\n"
+    "  -f FMT        image format: raw (default) or qcow2\n"
+    "  -o OPTS       format options, e.g. cluster_size=64K,compat=0.10\n"
+    "                (-o help lists them)\n"
+    "  -b BACKING    qcow2: backing file (relative to IMG's folder); SIZE defaults\n"
+    "                to its size\n"
+    "  -F BFMT       format of BACKING (required with -b)\n"
+    "  -u            do not open BACKING (it need not exist; SIZE is then required)\n"
+    "  -q            quiet: no 'Formatting ...' line\n"
+    "\n"
+    "Exit status: 0 success, 1 error.\n";
+
+struct args {
+    const char *fmt, *backing, *backing_fmt, *img, *size_arg;
+    bool unsafe, quiet;
+    struct kvopts o;
+};
+
+/* 0 ok, 1 usage error (printed), -1 help printed */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    static const struct option long_opts[] = {
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    char err[256];
+    int c;
+
+    memset(a, 0, sizeof(*a));
+    a->fmt = "raw";
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "hf:o:b:F:uq", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            cli_help(help_text);
+            return -1;
+        case 'f': a->fmt = optarg; break;
+        case 'o':
+            if (kvopts_parse(&a->o, optarg, err, sizeof(err)) < 0)
+                return cli_usage_error("create", "-o %s: %s", optarg, err);
+            break;
+        case 'b': a->backing = optarg; break;
+        case 'F': a->backing_fmt = optarg; break;
+        case 'u': a->unsafe = true; break;
+        case 'q': a->quiet = true; break;
+        default:
+            return cli_usage_error("create", "invalid option");
+        }
+    }
+    if (optind < argc)
+        a->img = argv[optind++];
+    if (optind < argc)
+        a->size_arg = argv[optind++];
+    if (optind < argc)
+        return cli_usage_error("create", "too many arguments");
+    if (!a->img && !kvopts_wants_help(&a->o))
+        return cli_usage_error("create", "expecting a filename");
+    return 0;
+}
+
+static void print_help_options(const char *fmt)
+{
+    const struct bd_driver *drv = bd_find_driver(fmt);
+    if (drv && drv->create_options_help)
+        fputs(drv->create_options_help, stdout);
+}
+
+/* The backing file's size (opened relative to IMG's folder, as qemu does). */
+static int backing_size(const struct args *a, uint64_t *size, struct diag *d)
+{
+    char *copy = strdup(a->img), *path = NULL;
+    struct bd_open_opts bo = { .format = a->backing_fmt, .allow_external = true };
+    struct bd *b = NULL;
+    int r;
+
+    if (!copy)
+        return diag_fail(d, -ENOMEM, a->img, -1, "out of memory");
+    if (a->backing[0] == '/')
+        path = strdup(a->backing);
+    else if (asprintf(&path, "%s/%s", dirname(copy), a->backing) < 0)
+        path = NULL;
+    free(copy);
+    if (!path)
+        return diag_fail(d, -ENOMEM, a->img, -1, "out of memory");
+    r = bd_open(&b, path, &bo, d);
+    if (r == 0) {
+        *size = b->size;
+    } else {
+        char why[sizeof(d->what)];
+        snprintf(why, sizeof(why), "%s", d->what);
+        diag_clear(d);
+        diag_fail(d, r, a->img, -1, "Could not open backing image '%s': %s", a->backing, why);
+    }
+    bd_close(b);
+    free(path);
+    return r;
+}
+
+/* qemu-img's "Formatting ..." line. */
+static void print_formatting(const struct args *a, uint64_t size)
+{
+    printf("Formatting '%s', fmt=%s", a->img, a->fmt);
+    if (strcmp(a->fmt, "qcow2") != 0) {
+        printf(" size=%llu\n", (unsigned long long)size);
+        return;
+    }
+    /* parse a copy: the real parse happens in the driver */
+    struct kvopts o = { 0 };
+    struct qcow2w_params p;
+    struct bd_create_opts co = { .size = size, .o = &o, .backing_file = a->backing,
+                                 .backing_fmt = a->backing_fmt };
+    char err[256];
+    for (size_t i = 0; i < a->o.n; i++)
+        kvopts_set(&o, a->o.v[i].key, a->o.v[i].val);
+    if (qcow2w_parse_params(&o, &co, &p, err, sizeof(err)) == 0) {
+        static const char *const pre[] = { "off", "metadata", "falloc", "full" };
+        printf(" cluster_size=%u extended_l2=%s", 1u << p.cluster_bits,
+               p.extended_l2 ? "on" : "off");
+        if (p.has_prealloc)
+            printf(" preallocation=%s", pre[p.prealloc]);
+        printf(" compression_type=%s size=%llu",
+               p.compression_type ? "zstd" : "zlib", (unsigned long long)size);
+        if (p.backing_file)
+            printf(" backing_file=%s", p.backing_file);
+        if (p.backing_fmt)
+            printf(" backing_fmt=%s", p.backing_fmt);
+        if (p.has_compat)
+            printf(" compat=%s", p.version >= 3 ? "1.1" : "0.10");
+        printf(" lazy_refcounts=%s refcount_bits=%u", p.lazy_refcounts ? "on" : "off",
+               1u << p.refcount_order);
+    } else {
+        printf(" size=%llu", (unsigned long long)size);
+    }
+    putchar('\n');
+    kvopts_free(&o);
+}
+
+static void report(const struct args *a, const struct diag *d)
+{
+    fprintf(stderr, "diskimg: %s: %s\n", a->img, d->what);
+}
+
+int cmd_create(int argc, char **argv)
+{
+    struct args a;
+    struct diag d;
+    struct outfile of = { 0 };
+    struct bd *out = NULL;
+    bool have_of = false;
+    uint64_t size = 0;
+    bool have_size = false;
+    char err[256];
+    int r = parse_args(argc, argv, &a);
+
+    if (r) {
+        kvopts_free(&a.o);
+        return r < 0 ? 0 : 1;
+    }
+    diag_init(&d);
+    const struct bd_driver *drv = bd_find_driver(a.fmt);
+    if (!drv || !drv->create) {
+        cli_error("%s: unknown or read-only format '%s' (use raw or qcow2)",
+                  a.img ? a.img : "", a.fmt);
+        goto fail_args;
+    }
+    if (kvopts_wants_help(&a.o)) {
+        print_help_options(a.fmt);
+        kvopts_free(&a.o);
+        return 0;
+    }
+    if (a.size_arg) {
+        if (size_parse(a.size_arg, 1, &size) < 0 || size >= (UINT64_C(1) << 63)) {
+            cli_error("Invalid image size specified. You may use k, M, G, T, P or E "
+                      "suffixes for kilobytes, megabytes, gigabytes, terabytes, petabytes "
+                      "and exabytes.");
+            goto fail_args;
+        }
+        have_size = true;
+    } else if ((r = kvopts_get_size(&a.o, "size", &size, err, sizeof(err))) != 0) {
+        if (r < 0) {
+            cli_error("%s: %s", a.img, err);
+            goto fail_args;
+        }
+        have_size = true;
+    }
+    /* -o backing_file/backing_fmt count as -b/-F */
+    const char *ob = kvopts_get(&a.o, "backing_file"), *of_ = kvopts_get(&a.o, "backing_fmt");
+    if (!a.backing)
+        a.backing = ob;
+    if (!a.backing_fmt)
+        a.backing_fmt = of_;
+    if (a.backing && strcmp(a.fmt, "raw") == 0) {
+        cli_error("%s: Backing file not supported for file format 'raw'", a.img);
+        goto fail_args;
+    }
+    if (a.backing && !a.backing_fmt) {
+        cli_error("%s: Backing file specified without backing format (use -F)", a.img);
+        goto fail_args;
+    }
+    if (a.backing_fmt && !a.backing) {
+        cli_error("%s: Backing format cannot be used without backing file", a.img);
+        goto fail_args;
+    }
+    if (a.backing && !a.unsafe) {
+        uint64_t bsize = 0;
+        if (backing_size(&a, &bsize, &d) < 0) {
+            report(&a, &d);
+            goto fail_args;
+        }
+        if (!have_size) {
+            size = bsize;
+            have_size = true;
+        }
+    }
+    if (!have_size) {
+        cli_error("%s: Image creation needs a size parameter", a.img);
+        goto fail_args;
+    }
+    if (!a.quiet)
+        print_formatting(&a, size);
+    fflush(stdout);
+    size += -size & 511;        /* whole sectors, as qemu-img */
+
+    outfile_install_signal_cleanup();
+    if ((r = outfile_open(&of, a.img, 0, &d)) < 0)
+        goto fail;
+    have_of = true;
+    struct bd_create_opts co = {
+        .size = size, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
+        .durable = true,
+    };
+    if ((r = drv->create(&out, of.f, &co, &d)) < 0)
+        goto fail;
+    of.f = NULL;    /* the driver owns the file now */
+    const char *unused = kvopts_unused(&a.o);
+    if (unused) {
+        cli_error("%s: Invalid parameter '%s'", a.img, unused);
+        goto fail_quiet;
+    }
+    if ((r = out->drv->finish(out)) < 0 || (r = outfile_commit(&of, true, &d)) < 0)
+        goto fail;
+    bd_close(out);
+    kvopts_free(&a.o);
+    return 0;
+
+fail:
+    report(&a, &d);
+fail_quiet:
+    if (out) {
+        out->drv->abort(out);
+        bd_close(out);
+    }
+    if (have_of)
+        outfile_discard(&of);
+fail_args:
+    kvopts_free(&a.o);
+    return 1;
+}

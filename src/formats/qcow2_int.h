@@ -1,0 +1,203 @@
+/* qcow2 reader internals: shared by qcow2*.c, not by the rest of the program
+ * (unit tests include it to reach the pure decode functions). */
+#ifndef DISKIMG_QCOW2_INT_H
+#define DISKIMG_QCOW2_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/bd.h"
+#include "formats/qcow2.h"
+
+struct bfile;
+struct diag;
+
+/* --- L1/L2 entries (qcow2_entry.c, pure) ---------------------------------- */
+
+enum qcow2_kind {
+    QK_UNALLOC,     /* not here: backing file, or zeros */
+    QK_ZERO,        /* reads as zeros, no host cluster */
+    QK_ZERO_ALLOC,  /* reads as zeros, host cluster preallocated */
+    QK_DATA,        /* bytes at a host offset */
+    QK_COMPRESSED,  /* compressed cluster */
+};
+
+struct qcow2_l2e {
+    enum qcow2_kind kind;   /* the whole cluster (without extended L2) */
+    uint64_t host;          /* host cluster offset, or compressed data offset */
+    uint32_t csize;         /* compressed: bytes the data may occupy */
+    bool extended;          /* subclusters: see alloc/zero */
+    uint32_t alloc, zero;   /* extended L2 bitmaps */
+};
+
+/* Decode an L1 entry: *l2 = the L2 table offset (0 = none).  `where` is
+ * the entry's file offset, for messages. */
+int qcow2_l1_entry_decode(const struct qcow2_header *h, uint64_t e, uint32_t index,
+                          uint64_t where, uint64_t *l2, struct diag *d,
+                          const char *path);
+
+/* Decode an L2 entry (and its bitmap word with extended L2 entries) of the
+ * guest cluster at `guest`.  `data_file`: the image has an external data
+ * file (host offsets must equal guest offsets, no compression). */
+int qcow2_l2_entry_decode(const struct qcow2_header *h, bool data_file, uint64_t e,
+                          uint64_t bitmap, uint64_t guest, uint64_t where,
+                          struct qcow2_l2e *out, struct diag *d, const char *path);
+
+/* Kind of subcluster `sc` (0..31) of a decoded extended entry. */
+enum qcow2_kind qcow2_l2e_subcluster(const struct qcow2_l2e *e, unsigned sc);
+
+/* --- L2 table cache (qcow2_l2cache.c) ------------------------------------- */
+
+struct qcow2_l2cache;
+
+/* A bounded cache of L2 tables of `table_size` bytes read from `f`:
+ * about `budget` bytes, at least 4 tables.  Thread-safe. */
+int qcow2_l2cache_new(struct qcow2_l2cache **out, struct bfile *f, uint32_t table_size,
+                      size_t budget, struct diag *d);
+void qcow2_l2cache_free(struct qcow2_l2cache *c);
+
+/* Pin the table at `off` (reading it if needed; the part of a table past
+ * the end of the file reads as zeros).  *slot is released with _put(). */
+int qcow2_l2cache_get(struct qcow2_l2cache *c, uint64_t off, const uint8_t **table,
+                      int *slot);
+void qcow2_l2cache_put(struct qcow2_l2cache *c, int slot);
+
+/* Tables read from the file so far (tests: the cache is used and bounded). */
+uint64_t qcow2_l2cache_misses(struct qcow2_l2cache *c);
+unsigned qcow2_l2cache_slots(struct qcow2_l2cache *c);
+
+/* --- decompression (qcow2_inflate.c) -------------------------------------- */
+
+struct qcow2_inflater;
+
+int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type);
+void qcow2_inflater_free(struct qcow2_inflater *z);
+
+/* Inflate one compressed cluster from `in` into `out` (`cap` bytes, the
+ * cluster size).  *produced is how much it filled.  Fails with -EINVAL and
+ * a reason in `why` when the data is corrupt or would inflate to more than
+ * `cap` bytes.  The caller checks *produced against what it needs. */
+int qcow2_inflate(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
+                  uint8_t *out, size_t cap, size_t *produced, char *why, size_t whylen);
+
+/* A free list of inflaters with their buffers, one per concurrent reader. */
+struct qcow2_inflate_slot {
+    struct qcow2_inflater *z;
+    uint8_t *in;     /* 2 * cluster_size: the most a descriptor can span */
+    uint8_t *out;    /* cluster_size */
+    struct qcow2_inflate_slot *next;
+};
+
+struct qcow2_inflate_pool {
+    pthread_mutex_t lock;
+    struct qcow2_inflate_slot *free;
+    uint8_t type;
+    uint32_t cluster_size;
+};
+
+void qcow2_inflate_pool_init(struct qcow2_inflate_pool *p, uint8_t type,
+                             uint32_t cluster_size);
+void qcow2_inflate_pool_destroy(struct qcow2_inflate_pool *p);
+struct qcow2_inflate_slot *qcow2_inflate_pool_take(struct qcow2_inflate_pool *p);
+void qcow2_inflate_pool_give(struct qcow2_inflate_pool *p, struct qcow2_inflate_slot *s);
+
+/* --- snapshots (qcow2_snapshot.c) ------------------------------------------ */
+
+struct qcow2_snapshot {
+    uint64_t entry_offset;      /* where the table entry is */
+    uint64_t l1_table_offset;
+    uint32_t l1_size;
+    char *id, *name;
+    uint32_t date_sec, date_nsec;
+    uint64_t vm_clock_nsec;
+    uint64_t vm_state_size;
+    uint32_t extra_size;
+    bool has_disk_size;
+    uint64_t disk_size;
+    bool has_icount;
+    uint64_t icount;
+};
+
+/* Decode one snapshot table entry from `buf` (`len` bytes available).
+ * *entry_len is its length without padding.  Strings are malloc'd. */
+int qcow2_snapshot_decode(const struct qcow2_header *h, const uint8_t *buf, size_t len,
+                          uint64_t where, struct qcow2_snapshot *sn, size_t *entry_len,
+                          struct diag *d, const char *path);
+void qcow2_snapshot_clear(struct qcow2_snapshot *sn);
+
+/* --- persistent bitmaps (qcow2_bitmap.c) -------------------------------------- */
+
+#define QCOW2_BME_IN_USE   (1u << 0)
+#define QCOW2_BME_AUTO     (1u << 1)
+#define QCOW2_BME_EXTRA_OK (1u << 2)
+#define QCOW2_BME_TABLE_OFFSET_MASK 0x00fffffffffffe00ULL
+#define QCOW2_BME_MAX_TABLE_ENTRIES 0x8000000u   /* qemu's limit */
+
+struct qcow2_bitmap {
+    uint64_t entry_offset;
+    uint64_t table_offset;
+    uint32_t table_size;        /* entries */
+    uint32_t flags;
+    uint8_t type;
+    uint8_t granularity_bits;
+    char *name;
+};
+
+/* Decode the bitmap directory (`len` bytes read from h->bitmap_directory_offset)
+ * into *out (h->nb_bitmaps entries, malloc'd). */
+int qcow2_bitmaps_decode(const struct qcow2_header *h, const uint8_t *buf, size_t len,
+                         struct qcow2_bitmap **out, struct diag *d, const char *path);
+void qcow2_bitmaps_free(struct qcow2_bitmap *b, uint32_t n);
+
+/* --- the driver state --------------------------------------------------------- */
+
+#define QCOW2_L2_CACHE_BYTES (4u << 20)
+#define QCOW2_MAX_SNAPSHOT_TABLE (16u << 20)
+
+struct qcow2 {
+    struct bd bd;
+    struct qcow2_header h;
+    uint64_t file_size;
+    struct bfile *data;             /* external data file, or NULL */
+
+    /* the L1 table being read: the active one, or a snapshot's */
+    uint64_t *l1;                   /* host byte order */
+    uint32_t l1_len;                /* entries loaded */
+    uint64_t l1_offset;
+    int snapshot;                   /* index into snaps, or -1 (active) */
+
+    struct qcow2_l2cache *l2;
+    struct qcow2_inflate_pool inflate;
+
+    struct qcow2_snapshot *snaps;
+    uint32_t nsnaps;
+    uint64_t snapshots_size;        /* bytes of the snapshot table */
+};
+
+static inline struct qcow2 *to_qcow2(struct bd *bd)
+{
+    return (struct qcow2 *)bd;
+}
+
+/* qcow2_snapshot.c */
+int qcow2_read_snapshots(struct qcow2 *q);
+/* Select the snapshot named by `spec` (NAME, snapshot.name=, snapshot.id=). */
+int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
+
+/* qcow2_read.c */
+int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t loaded);
+int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent *e);
+int qcow2_pread(struct bd *bd, void *buf, size_t len, uint64_t off);
+
+/* qcow2_bitmap.c: read and decode the directory (none: *out NULL, *n 0) */
+int qcow2_read_bitmaps(struct qcow2 *q, struct qcow2_bitmap **out, uint32_t *n);
+
+/* qcow2_info.c */
+int qcow2_info(struct bd *bd, struct jval *obj);
+
+/* qcow2_check.c */
+int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);
+
+#endif

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The write queue's backends inside the real pipeline: `diskimg convert`
 # raw -> raw of the seeded bench disk (warm cache), with DISKIMG_IOQ forcing
-# each backend, runs alternating; prints medians of wall time and of the
+# each backend, runs alternating (order rotated every round); prints medians of wall time and of the
 # process's user+sys CPU (io-wq workers and the writer thread included).
 #   bench/ioq_convert.sh [CACHE_MODE...]      (default: unsafe none)
 # unsafe = buffered, no fsync; none = O_DIRECT; writeback = buffered + fsync.
@@ -18,12 +18,17 @@ printf '%-10s %-8s %8s %8s\n' "cache" "backend" "wall s" "cpu s"
 for mode in "${modes[@]}"; do
     declare -A walls=() cpus=()
     for i in $(seq 1 "$RUNS"); do
-        for b in "${backends[@]}"; do
+        # rotate the order every round so that no backend always follows
+        # the same one
+        for k in 0 1 2; do
+            b=${backends[$(( (i + k) % 3 ))]}
             out=$OUT/ioq-$b.raw
             rm -f "$out"
             sync
-            t=$( { DISKIMG_IOQ=$b /usr/bin/time -f '%e %U %S' "$D" convert -t "$mode" \
-                     -f raw -O raw "$disk" "$out" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1)
+            DISKIMG_IOQ=$b /usr/bin/time -o "$OUT/ioq-time" -f '%e %U %S' "$D" convert \
+                -t "$mode" -f raw -O raw "$disk" "$out" >/dev/null 2>"$OUT/ioq-err" ||
+                { cat "$OUT/ioq-err" >&2; echo "FAILED: $b -t $mode" >&2; }
+            t=$(tail -n 1 "$OUT/ioq-time")
             rm -f "$out"
             walls[$b]="${walls[$b]:-} $(echo "$t" | awk '{print $1}')"
             cpus[$b]="${cpus[$b]:-} $(echo "$t" | awk '{print $2 + $3}')"

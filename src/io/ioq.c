@@ -29,11 +29,33 @@
  * everywhere (an io_uring SQE carries 32 bits). */
 #define IOQ_MAX_IO ((size_t)1 << 30)
 
-/* Which backend AUTO runs, from bench/ioq_bench.c on this project's machines
- * (2 cores, ext4 on virtio, 2 GiB to a new pre-sized file, warm cache).
- * See the measurement table in the report / bench comment; in short:
- *   buffered:  TBD
- *   O_DIRECT:  TBD
+/* Which backend AUTO runs: measured with bench/ioq_bench.c and
+ * bench/ioq_convert.sh on this project's machines (2 vCPUs, ext4 on virtio,
+ * Linux 6.18; medians of alternating runs at real-time priority because the
+ * machine was shared; full tables in bench/ioq_results.md).
+ *
+ * Buffered output -> pwrite.  Writing 2 GiB to a new pre-sized file:
+ *                          1 MiB chunks       64 KiB chunks
+ *                          wall     CPU       wall     CPU
+ *   pwrite loop            1.18 s   0.96 s    1.04 s   1.02 s
+ *   writer thread          1.47     1.26      1.94     2.46
+ *   io_uring (depth 4-16)  1.35     1.34      1.92     2.32
+ *   + IOSQE_ASYNC          1.57     3.00      2.11     3.74
+ *   + registered buffers   1.61     1.45      1.92     2.31
+ * On ext4 here io_uring does not complete buffered writes inline: they go
+ * to an io-wq worker thread (iou-wrk), so it is a writer thread with more
+ * overhead, which is what DESIGN.md saw too (1.45x slower).  A
+ * writer thread only wins when the thread that writes also produces the
+ * data (copy+scan before each write: 1.52 s vs 1.70 s at 1 MiB, 1.87 s vs
+ * 2.86 s at 64 KiB) and then burns 30-60% more CPU.  convert does not work
+ * that way: its workers read and scan, the main thread only writes; inside
+ * `diskimg convert -t unsafe` the three backends tie (0.52 / 0.55 / 0.54 s
+ * for a 2 GiB disk, same CPU), so the cheapest one wins.
+ *
+ * O_DIRECT output -> io_uring: the only backend with several writes at the
+ * device at once.  512 MiB in 1 MiB chunks: io_uring depth 8 1.68 s,
+ * pwrite 1.95-2.61 s, writer thread 2.25 s; inside convert -t none
+ * 4.81 s vs 5.15 s (pwrite) and 5.07 s (thread).
  */
 #define IOQ_AUTO_BUFFERED IOQ_PWRITE
 #define IOQ_AUTO_DIRECT IOQ_URING

@@ -27,7 +27,8 @@ struct uring {
     struct io_uring ring;
     struct ioq_req *sq_head, *sq_tail;   /* SQEs prepared, not yet submitted */
     unsigned in_kernel;                  /* submitted, CQE not yet seen */
-    bool broken;                         /* submitting failed: never again */
+    bool no_submit;                      /* submitting failed: never again */
+    bool abandoned;                      /* waiting failed: ring untouched */
 };
 
 static struct uring *to_uring(struct ioq *q)
@@ -48,7 +49,7 @@ static void queue_rest(struct ioq *q, struct uring *u, struct ioq_req *r)
     size_t want = ioq_next_len(r);
     int e;
 
-    if (q->err || u->broken) {
+    if (q->err || u->no_submit || u->abandoned) {
         fail_req(q, r, q->err ? q->err : -EIO);
         return;
     }
@@ -79,17 +80,41 @@ static void queue_rest(struct ioq *q, struct uring *u, struct ioq_req *r)
 
 static void handle_cqe(struct ioq *q, struct uring *u, struct ioq_req *r, int res);
 
+/* The ring stopped answering (an error io_uring_wait_cqe never gives on a
+ * valid ring): fail every write the kernel holds and never touch the ring
+ * again, so a late CQE cannot name a request that was reused.  The kernel
+ * may still read those buffers; it never writes to them. */
+static void abandon(struct ioq *q, struct uring *u, int err)
+{
+    u->abandoned = true;
+    for (unsigned i = 0; i < q->depth; i++) {
+        struct ioq_req *r = &q->pool[i];
+        if (!r->in_kernel)
+            continue;
+        r->in_kernel = false;
+        u->in_kernel--;
+        fail_req(q, r, diag_errno(ioq_diag(q, r), err, r->f->path,
+                                  (int64_t)(r->off + r->done),
+                                  "write failed: io_uring wait"));
+    }
+}
+
 /* Take every CQE that is ready; with `wait`, first block for one. */
 static void take_cqes(struct ioq *q, struct uring *u, bool wait)
 {
     struct io_uring_cqe *cqe;
 
+    if (u->abandoned)
+        return;
     if (wait && u->in_kernel) {
+        unsigned tries = 0;
         int e;
-        while ((e = io_uring_wait_cqe(&u->ring, &cqe)) == -EINTR || e == -EAGAIN)
-            ;
-        /* other errors cannot happen with a valid ring; the peek loop
-         * below then finds nothing and the caller simply asks again */
+        while ((e = io_uring_wait_cqe(&u->ring, &cqe)) < 0) {
+            if (e == -EINTR || ((e == -EAGAIN || e == -EBUSY) && ++tries < IOQ_MAX_RETRIES))
+                continue;
+            abandon(q, u, e);
+            return;
+        }
     }
     while (io_uring_peek_cqe(&u->ring, &cqe) == 0) {
         struct ioq_req *r = io_uring_cqe_get_data(cqe);
@@ -108,7 +133,7 @@ static void flush(struct ioq *q, struct uring *u)
     unsigned tries = 0;
 
     while (u->sq_head) {
-        int n = io_uring_submit(&u->ring);
+        int n = u->no_submit || u->abandoned ? -EIO : io_uring_submit(&u->ring);
         for (; n > 0 && u->sq_head; n--) {
             struct ioq_req *r = u->sq_head;
             u->sq_head = r->next;
@@ -120,14 +145,16 @@ static void flush(struct ioq *q, struct uring *u)
         }
         if (n >= 0 && !u->sq_head)
             break;
-        if ((n == 0 || n == -EINTR || n == -EAGAIN || n == -EBUSY) &&
+        if (!u->no_submit && !u->abandoned &&
+            (n == 0 || n == -EINTR || n == -EAGAIN || n == -EBUSY) &&
             ++tries < IOQ_MAX_RETRIES) {
             take_cqes(q, u, u->in_kernel > 0 && n != -EINTR);
             continue;
         }
         /* The ring refuses work: fail what was not submitted and never
-         * submit again (those SQEs are dropped with the ring). */
-        u->broken = true;
+         * submit again (those SQEs are dropped with the ring); what the
+         * kernel holds still completes and is reaped. */
+        u->no_submit = true;
         int err = n < 0 ? n : -EIO;
         struct ioq_req *r = u->sq_head;
         u->sq_head = u->sq_tail = NULL;

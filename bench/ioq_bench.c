@@ -36,7 +36,7 @@
  *                   s SINGLE_ISSUER|DEFER_TASKRUN ring
  *   ioq:D[:B]         the library's write queue (src/io/ioq.c), backend B =
  *                     auto | uring | pwrite | thread (default auto); dioq
- *                     the same with O_DIRECT (the `direct` hint set)
+ *                     the same on an O_DIRECT descriptor (AUTO then picks for that)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -361,7 +361,7 @@ static void run_ioq(int fd, uint8_t **bufs, unsigned depth, const char *backend,
     struct ioq *q;
     struct ioq_slot slots[MAX_DEPTH];
     unsigned free_slots[MAX_DEPTH], nfree = depth;
-    struct ioq_opts o = { .depth = depth, .max_bytes = (size_t)depth * chunk, .direct = direct };
+    struct ioq_opts o = { .depth = depth, .max_bytes = (size_t)depth * chunk };
 
     diag_init(&d);
     if (!strcmp(backend, "uring"))

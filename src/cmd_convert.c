@@ -376,7 +376,7 @@ int cmd_convert(int argc, char **argv)
     if (durable && !direct)
         bfile_set_writebehind(of.f, 32u << 20);
     if (of.f->kind != BFILE_STREAM) {
-        struct ioq_opts qo = { .direct = direct };   /* AUTO picks per case */
+        struct ioq_opts qo = { 0 };
         if ((r = ioq_create(&ioq, &qo, &d)) < 0)
             goto fail;
     }

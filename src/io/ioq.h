@@ -11,7 +11,8 @@
  * callback runs (with the error if its write did not complete), so buffers
  * are always given back.
  *
- * Backends (see ioq.c for the measurements behind IOQ_AUTO):
+ * Backends (IOQ_AUTO takes pwrite for buffered output and io_uring for
+ * O_DIRECT output; see ioq.c for the measurements behind that):
  *   io_uring   liburing, fixed depth (ioq_uring.c)
  *   pwrite     plain pwrite, run at submit time (ioq.c)
  *   thread     one writer thread doing pwrite, fed by a queue (ioq_thread.c)
@@ -28,7 +29,6 @@
 #ifndef DISKIMG_IOQ_H
 #define DISKIMG_IOQ_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,10 +44,8 @@ enum ioq_backend { IOQ_AUTO, IOQ_URING, IOQ_PWRITE, IOQ_THREAD };
 struct ioq_opts {
     unsigned depth;        /* max requests in flight (0 = default 8, max 256) */
     size_t max_bytes;      /* max bytes in flight (0 = default 16 MiB) */
-    enum ioq_backend backend;
-    bool direct;           /* the target is O_DIRECT (buffers, offsets and
-                              lengths aligned): AUTO picks the best backend
-                              for that case */
+    enum ioq_backend backend;   /* AUTO: chosen at the first write, from
+                                   whether its descriptor is O_DIRECT */
 };
 
 /* `o` may be NULL (defaults).  Fails only on bad options or no memory. */
@@ -75,7 +73,8 @@ int ioq_drain(struct ioq *q);
 /* 0 or the sticky error. */
 int ioq_error(const struct ioq *q);
 
-/* "io_uring", "pwrite" or "thread": what actually runs. */
+/* "io_uring", "pwrite" or "thread": what actually runs ("auto" while an
+ * AUTO queue has not written yet). */
 const char *ioq_backend_name(const struct ioq *q);
 
 /* Why that backend runs when it is not the one asked for (e.g. "io_uring

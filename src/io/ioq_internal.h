@@ -87,7 +87,7 @@ int ioq_write_sync(struct ioq *q, struct ioq_req *r);
 
 /* Backend constructors: 0, or a negative errno with the reason in
  * q->note (the front then falls back to pwrite). */
-int ioq_uring_init(struct ioq *q, bool direct);
+int ioq_uring_init(struct ioq *q);
 int ioq_thread_init(struct ioq *q);
 
 #endif

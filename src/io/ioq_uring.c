@@ -220,9 +220,8 @@ static const struct ioq_backend_ops uring_ops = {
     .destroy = uring_destroy,
 };
 
-int ioq_uring_init(struct ioq *q, bool direct)
+int ioq_uring_init(struct ioq *q)
 {
-    (void)direct;
     struct uring *u = calloc(1, sizeof(*u));
     if (!u) {
         snprintf(q->note, sizeof(q->note), "io_uring setup failed: out of memory");

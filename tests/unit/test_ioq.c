@@ -435,6 +435,65 @@ static void test_env_backend(void)
     unsetenv("DISKIMG_IOQ");
 }
 
+static void count_done(void *opaque, int res)
+{
+    int *v = opaque;
+    v[0]++;
+    v[1] = res;
+}
+
+/* AUTO decides at the first write: pwrite for a buffered descriptor,
+ * io_uring for an O_DIRECT one (see the measurements in ioq.c). */
+static void auto_case(bool direct)
+{
+    enum { N = 32, LEN = 64 << 10 };
+    char path[4096];
+    struct diag d;
+    struct bfile *f;
+    uint8_t *data;
+    int v[2] = { 0, 0 };
+
+    diag_init(&d);
+    temp_path(path, sizeof(path), direct ? "auto-direct" : "auto");
+    if (bfile_open(&f, path, BFILE_O_CREATE | (direct ? BFILE_O_DIRECT : 0), &d) < 0) {
+        CHECK(direct, "cannot create %s: %s", path, d.what);
+        printf("note: no O_DIRECT in %s (%s): AUTO for O_DIRECT not tested\n", tmpdir,
+               d.what);
+        unlink(path);
+        return;
+    }
+    if (posix_memalign((void **)&data, 4096, N * LEN))
+        exit(1);
+    for (size_t i = 0; i < N * LEN; i++)
+        data[i] = (uint8_t)(i % 241 + 7);
+    struct ioq *q = make_queue(IOQ_AUTO, 8, 0, &d);
+    CHECK(strcmp(ioq_backend_name(q), "auto") == 0, "before the first write: %s",
+          ioq_backend_name(q));
+    for (int k = 0; k < N; k++)
+        CHECK(ioq_pwrite(q, f, data + (size_t)k * LEN, LEN, (uint64_t)k * LEN, count_done,
+                         v) == 0, "auto write %d: %s", k, d.what);
+    CHECK(ioq_drain(q) == 0 && v[0] == N && v[1] == 0, "auto: %d callbacks, res %d", v[0],
+          v[1]);
+    check_backend(q, direct ? IOQ_URING : IOQ_PWRITE, direct ? "io_uring" : "pwrite");
+    CHECK(strstr(ioq_backend_note(q), direct ? "O_DIRECT" : "buffered"), "note '%s'",
+          ioq_backend_note(q));
+    ioq_destroy(q);
+    bfile_close(f);
+    size_t got;
+    uint8_t *back = read_back(path, &got);
+    CHECK(got == N * LEN && memcmp(back, data, got) == 0, "auto %s: content",
+          direct ? "O_DIRECT" : "buffered");
+    free(back);
+    free(data);
+    unlink(path);
+}
+
+static void test_auto(void)
+{
+    auto_case(false);
+    auto_case(true);
+}
+
 /* io_uring_setup refused (as seccomp or kernel.io_uring_disabled do): the
  * queue falls back to pwrite and still writes.  Runs in a child. */
 static void test_setup_refused(void)
@@ -605,13 +664,6 @@ static void test_reentrant_callbacks(void)
     }
 }
 
-static void count_done(void *opaque, int res)
-{
-    int *v = opaque;
-    v[0]++;
-    v[1] = res;
-}
-
 /* Odd requests: zero length, past the largest offset, a memory file, a
  * pipe (written in order, synchronously), a bad depth. */
 static void test_edge_cases(void)
@@ -741,6 +793,7 @@ int main(void)
     test_sticky_errors();
     test_forced_fallback();
     test_env_backend();
+    test_auto();
     test_setup_refused();
     test_readonly_fd();
     test_destroy_drains();

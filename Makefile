@@ -95,6 +95,9 @@ bench: deps-test all
 bench/zerobench: bench/zerobench.c $(BUILD)/libdiskimg.a
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libdiskimg.a $(LIBS)
 
+bench/ioq_bench: bench/ioq_bench.c $(BUILD)/libdiskimg.a
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libdiskimg.a $(LIBS)
+
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 diskimg $(DESTDIR)$(BINDIR)/diskimg
@@ -107,6 +110,6 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/diskimg
 
 clean:
-	rm -rf build build-asan build-fuzz diskimg bench/zerobench tests/out bench/out
+	rm -rf build build-asan build-fuzz diskimg bench/zerobench bench/ioq_bench tests/out bench/out
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -7,19 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RULES 16
-
-struct rule {
-    enum fault_op op;
-    unsigned long nth;
-    int and_later;
-    int err;          /* negative errno, or 0 for a short transfer */
-};
-
-static struct rule rules[MAX_RULES];
+static struct fault_rule rules[FAULT_MAX_RULES];
 static int nrules;
 static atomic_ulong calls[FAULT_NOPS];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* Set after an injected EINTR/EAGAIN: the next call of that kind on this
+ * thread is the retry and proceeds (otherwise `N+:EINTR` would livelock). */
+static _Thread_local bool retry_pass[FAULT_NOPS];
 
 static const struct { const char *name; int err; } errnames[] = {
     { "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EINTR", EINTR }, { "EAGAIN", EAGAIN },
@@ -28,69 +22,128 @@ static const struct { const char *name; int err; } errnames[] = {
     { "EINVAL", EINVAL }, { "EBADF", EBADF },
 };
 
-static int parse_op(const char *s, enum fault_op *op)
+static const char *const op_names[FAULT_NOPS] = { "read", "write", "sync", "punch" };
+
+/* One rule `OP:N[+]:WHAT` of exactly `len` bytes at `s`. */
+static int parse_rule(const char *s, size_t len, struct fault_rule *r, char *why,
+                      size_t why_len)
 {
-    static const char *const names[FAULT_NOPS] = { "read", "write", "sync", "punch" };
-    for (int i = 0; i < FAULT_NOPS; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *op = (enum fault_op)i;
+    char tok[128];
+    char *n, *what, *end;
+
+    if (len >= sizeof(tok)) {
+        snprintf(why, why_len, "rule '%.*s...' is too long", 32, s);
+        return -EINVAL;
+    }
+    memcpy(tok, s, len);
+    tok[len] = '\0';
+    memset(r, 0, sizeof(*r));
+    n = strchr(tok, ':');
+    what = n ? strchr(n + 1, ':') : NULL;
+    if (!what) {
+        snprintf(why, why_len, "rule '%s' is not OP:N:WHAT", tok);
+        return -EINVAL;
+    }
+    *n++ = '\0';
+    *what++ = '\0';
+
+    int op = -1;
+    for (int i = 0; i < FAULT_NOPS; i++)
+        if (strcmp(tok, op_names[i]) == 0)
+            op = i;
+    if (op < 0) {
+        snprintf(why, why_len, "rule '%.*s': unknown operation '%s' "
+                 "(read, write, sync or punch)", (int)len, s, tok);
+        return -EINVAL;
+    }
+    r->op = (enum fault_op)op;
+
+    errno = 0;
+    r->nth = (n[0] >= '0' && n[0] <= '9') ? strtoul(n, &end, 10) : 0;
+    if (r->nth == 0 || errno) {
+        snprintf(why, why_len, "rule '%.*s': call number '%s' is not a number from 1",
+                 (int)len, s, n);
+        return -EINVAL;
+    }
+    if (*end == '+') {
+        r->and_later = true;
+        end++;
+    }
+    if (*end) {
+        snprintf(why, why_len, "rule '%.*s': call number '%s' is not N or N+",
+                 (int)len, s, n);
+        return -EINVAL;
+    }
+
+    if (strcmp(what, "short") == 0)
+        return 0;
+    if (strcmp(what, "zero") == 0) {
+        r->zero = true;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++) {
+        if (strcmp(what, errnames[i].name) == 0) {
+            r->err = -errnames[i].err;
             return 0;
         }
     }
-    return -1;
+    snprintf(why, why_len, "rule '%.*s': '%s' is not a known errno name, 'short' or 'zero'",
+             (int)len, s, what);
+    return -EINVAL;
 }
 
-static void parse_rules(void)
+int fault_parse(const char *spec, struct fault_rule *out, int max, char *why,
+                size_t why_len)
 {
-    const char *env = getenv("DISKIMG_FAULT");
-    char buf[512];
+    int count = 0;
+    const char *p = spec;
 
-    if (!env || !*env)
-        return;
-    snprintf(buf, sizeof(buf), "%s", env);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && nrules < MAX_RULES;
-         tok = strtok_r(NULL, ",", &save)) {
-        char *op = tok, *n = strchr(op, ':'), *what;
-        struct rule r = { 0 };
-        if (!n || !(what = strchr(n + 1, ':')))
-            goto bad;
-        *n++ = '\0';
-        *what++ = '\0';
-        if (parse_op(op, &r.op) < 0)
-            goto bad;
-        char *end;
-        r.nth = strtoul(n, &end, 10);
-        if (end == n || r.nth == 0)
-            goto bad;
-        if (*end == '+') {
-            r.and_later = 1;
-            end++;
+    if (!spec || !*spec)
+        return 0;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (count == max) {
+            snprintf(why, why_len, "more than %d rules", max);
+            return -EINVAL;
         }
-        if (*end)
-            goto bad;
-        if (strcmp(what, "short") == 0) {
-            r.err = 0;
-        } else {
-            size_t i;
-            for (i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
-                if (strcmp(what, errnames[i].name) == 0)
-                    break;
-            if (i == sizeof(errnames) / sizeof(errnames[0]))
-                goto bad;
-            r.err = -errnames[i].err;
-        }
-        rules[nrules++] = r;
-        continue;
-bad:
+        if (parse_rule(p, len, &out[count], why, why_len) < 0)
+            return -EINVAL;
+        count++;
+        if (!comma)
+            return count;
+        p = comma + 1;
+    }
+}
+
+static void load_rules(void)
+{
+    char why[256];
+    const char *env = getenv("DISKIMG_FAULT");
+    int n = fault_parse(env, rules, FAULT_MAX_RULES, why, sizeof(why));
+
+    if (n < 0) {
         /* A typo in a test must not silently test nothing. */
-        fprintf(stderr, "diskimg: DISKIMG_FAULT: cannot parse rule '%s'\n", tok);
+        fprintf(stderr, "diskimg: DISKIMG_FAULT: %s\n", why);
         abort();
+    }
+    nrules = n;
+}
+
+void fault_reset(void)
+{
+    pthread_once(&once, load_rules);
+    nrules = 0;
+    load_rules();
+    for (int i = 0; i < FAULT_NOPS; i++) {
+        atomic_store(&calls[i], 0);
+        retry_pass[i] = false;
     }
 }
 
 int fault_active(void)
 {
-    pthread_once(&once, parse_rules);
+    pthread_once(&once, load_rules);
     return nrules > 0;
 }
 
@@ -98,14 +151,22 @@ int fault_inject(enum fault_op op, size_t *len)
 {
     if (!fault_active())
         return 0;
+    if (retry_pass[op]) {
+        retry_pass[op] = false;
+        return 0;
+    }
     unsigned long n = atomic_fetch_add(&calls[op], 1) + 1;
     for (int i = 0; i < nrules; i++) {
-        const struct rule *r = &rules[i];
+        const struct fault_rule *r = &rules[i];
         if (r->op != op || !(n == r->nth || (r->and_later && n > r->nth)))
             continue;
+        if (r->err == -EINTR || r->err == -EAGAIN)
+            retry_pass[op] = true;
         if (r->err)
             return r->err;
-        if (len && *len > 1)
+        if (len && r->zero)
+            *len = 0;
+        else if (len && *len > 1)
             *len /= 2;
         return 0;
     }

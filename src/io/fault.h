@@ -4,16 +4,26 @@
  *   OP    read | write | sync | punch
  *   N     the Nth call of that kind fails (1-based); `N+` fails it and every
  *         later one
- *   WHAT  an errno name (EIO, ENOSPC, EINTR, EAGAIN, ...) or `short`
- *         (the transfer is cut to half its length, at least 1 byte)
+ *   WHAT  an errno name (EIO, ENOSPC, EINTR, EAGAIN, ...), `short` (the
+ *         transfer is cut to half its length, at least 1 byte) or `zero`
+ *         (cut to 0 bytes: the call makes no progress, as a read at EOF or
+ *         a device that accepts nothing)
  * e.g. DISKIMG_FAULT=write:3:ENOSPC,read:1+:short
  * Without the variable every call proceeds and the cost is one branch.
  * Callers must treat EINTR and short transfers as "retry the rest", so a
- * conversion under `read:1+:EINTR` must still succeed.
+ * conversion under `read:1+:EINTR` must still succeed.  To make that
+ * possible, the call that follows an injected EINTR or EAGAIN on the same
+ * thread and of the same kind is the caller's retry: it always proceeds and
+ * is not counted (so `write:1+:EINTR` fails every first attempt, and in
+ * `write:1:EINTR,write:2:EIO` the EIO hits the second write, not the retry
+ * of the first).  When several rules match a call, the first one listed wins.
+ * A rule that does not parse aborts the program on first use: a typo in a
+ * test must not silently test nothing.
  */
 #ifndef DISKIMG_FAULT_H
 #define DISKIMG_FAULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum fault_op { FAULT_READ, FAULT_WRITE, FAULT_SYNC, FAULT_PUNCH, FAULT_NOPS };
@@ -24,5 +34,25 @@ int fault_inject(enum fault_op op, size_t *len);
 
 /* True when any rule is active (lets callers skip fast paths). */
 int fault_active(void);
+
+/* One parsed rule. */
+struct fault_rule {
+    enum fault_op op;
+    unsigned long nth;
+    bool and_later;
+    int err;              /* negative errno, or 0 for a short/zero transfer */
+    bool zero;            /* `zero`: the transfer is cut to 0 bytes */
+};
+
+#define FAULT_MAX_RULES 16
+
+/* Parse a DISKIMG_FAULT value into at most `max` rules.  Returns the number
+ * of rules, or -EINVAL with the reason (naming the rule) in `why`. */
+int fault_parse(const char *spec, struct fault_rule *rules, int max,
+                char *why, size_t why_len);
+
+/* Tests only: re-read DISKIMG_FAULT and start counting from zero.  No I/O
+ * may run concurrently. */
+void fault_reset(void);
 
 #endif

@@ -32,10 +32,11 @@ static const char help_text[] =
     "when complete; a failed or interrupted run leaves nothing at DST.\n"
     "\n"
     "  -f FMT            source format (raw, qcow2, vmdk, ova); default: probe\n"
-    "  -O FMT            output format (raw, qcow2); default raw\n"
+    "  -O FMT            output format (raw, qcow2, vmdk); default raw\n"
     "  -o OPTS           output options, e.g. cluster_size=64K,compression_type=zstd\n"
     "                    (-o help lists them)\n"
-    "  -c                compress the output (qcow2)\n"
+    "  -c                compress the output (qcow2; vmdk streamOptimized is always\n"
+    "                    compressed)\n"
     "  -S SIZE           shortest zero run left sparse, a multiple of 512 up to 16M\n"
     "                    (default 4K); 0 writes everything (fully allocated)\n"
     "  -n                write into the existing DST instead of creating it; zero\n"
@@ -366,10 +367,7 @@ int cmd_convert(int argc, char **argv)
     if ((r = outfile_open(&of, a.dst, of_flags, &d)) < 0)
         goto fail;
     have_of = true;
-    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "raw") != 0) {
-        cli_error("%s output to a pipe is not supported; use -O raw", odrv->name);
-        goto fail_quiet;
-    }
+    /* a pipe as output: the driver's create() says whether it can */
 
     /* durable output is synced at the end anyway: writing it back as we go
      * keeps the dirty page cache small and overlaps the disk with the work */
@@ -398,8 +396,9 @@ int cmd_convert(int argc, char **argv)
     struct convert_opts copts = {
         .src = src, .nsrc = (size_t)a.nsrcs, .out = out, .out_backing = out_backing,
         .sparse_size = a.sparse, .threads = online_cpus(), .inflight = 2 * a.m,
-        .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM,
-        .compress = a.compress, .sequential = sequential, .ioq = ioq,
+        .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM &&
+                        !out->out_in_order,
+        .compress = a.compress || out->out_compressed, .sequential = sequential, .ioq = ioq,
         .salvage = a.salvage, .src_diag = &src_d,
         .progress = progress_update, .progress_opaque = &prog,
     };

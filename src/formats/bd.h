@@ -171,6 +171,11 @@ struct bd {
 
     bool dirty;                /* dirty flag / unclean shutdown marker */
     void *priv;                /* driver state if not embedding */
+
+    /* Set by create() for formats that need it (vmdk streamOptimized): */
+    bool out_compressed;       /* every data granule goes through compress(),
+                                  -c or not (grains are always compressed) */
+    bool out_in_order;         /* writes must come in offset order (no -W) */
 };
 
 /* Initialise the base fields (drivers call this in open/create). */

@@ -382,6 +382,7 @@ int cmd_convert(int argc, char **argv)
         .size = size_unknown ? 0 : total, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
         .compress = a.compress, .durable = durable, .existing = a.no_create,
         .target_is_zero = a.target_is_zero, .ioq = ioq,
+        .add_file = of.tmp ? outfile_add_file : NULL, .add_file_opaque = &of,
     };
     if ((r = odrv->create(&out, of.f, &co, &d)) < 0)
         goto fail;

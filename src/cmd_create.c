@@ -260,7 +260,7 @@ int cmd_create(int argc, char **argv)
     have_of = true;
     struct bd_create_opts co = {
         .size = size, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
-        .durable = true,
+        .durable = true, .add_file = of.tmp ? outfile_add_file : NULL, .add_file_opaque = &of,
     };
     if ((r = drv->create(&out, of.f, &co, &d)) < 0)
         goto fail;

@@ -4,6 +4,7 @@
 # started; every VMDK variant qemu-img writes, and the real VMware/ESXi files
 # in ../shared/samples, rewritten as both subformats, keep their content
 # (qemu-img compare; the samples' SHA-1 from their README).
+# (Flat and split outputs are covered in convert-raw-to-vmdk-flat.sh.)
 . "$(dirname "$0")/lib.sh"
 need qemu-img
 cd "$T"
@@ -31,17 +32,17 @@ for sub in monolithicSparse streamOptimized; do
     qcompare src.raw q-$sub.vmdk
 done
 
-# every variant qemu-img writes, rewritten by diskimg in both subformats
+# every variant qemu-img writes, rewritten by diskimg in four subformats
 i=0
 for opts in subformat=monolithicSparse,zeroed_grain=on subformat=monolithicFlat \
             subformat=twoGbMaxExtentSparse subformat=streamOptimized; do
     i=$((i + 1))
     qemu-img convert -f raw -O vmdk -o "$opts" src.raw v$i.vmdk || fail "qemu-img -o $opts"
-    for sub in monolithicSparse streamOptimized; do
+    for sub in monolithicSparse streamOptimized monolithicFlat twoGbMaxExtentSparse; do
         ok "$DISKIMG" convert -t unsafe -O vmdk -o subformat=$sub v$i.vmdk w.vmdk
         qemu-img check -q w.vmdk || fail "check: $opts -> $sub"
         qcompare v$i.vmdk w.vmdk
-        rm -f w.vmdk
+        rm -f w.vmdk w-*.vmdk
     done
 done
 

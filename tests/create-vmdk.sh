@@ -71,6 +71,30 @@ subformat=streamOptimized,zeroed_grain=on,adapter_type=ide 1000
 subformat=streamOptimized 0
 CASES
 
+# images of several files: the same files, descriptor (CID aside) and sizes
+for sub in monolithicFlat twoGbMaxExtentFlat twoGbMaxExtentSparse; do
+    for size in 10M 4100M 0; do
+        rm -rf a b && mkdir a b
+        (cd a && "$DISKIMG" create -f vmdk -o subformat=$sub x.vmdk $size) > a.out 2>&1 ||
+            { cat a.out; fail "create $sub $size"; }
+        (cd b && qemu-img create -f vmdk -o subformat=$sub x.vmdk $size) > b.out 2>&1 ||
+            fail "qemu-img create $sub $size"
+        diff -u b.out a.out >&2 || fail "Formatting line differs ($sub $size)"
+        [ "$(cd a && ls -a)" = "$(cd b && ls -a)" ] || { ls -la a b; fail "$sub $size: files"; }
+        diff <(grep -v '^CID=' b/x.vmdk) <(grep -v '^CID=' a/x.vmdk) >&2 ||
+            fail "$sub $size: descriptor"
+        case $sub in *Flat)
+            for f in $(cd b && ls | grep -v '^x.vmdk$'); do
+                [ "$(stat -c %s a/$f)" = "$(stat -c %s b/$f)" ] || fail "$sub $size: size of $f"
+            done;;
+        esac
+        [ "$size" = 0 ] && continue
+        qemu-img check -q a/x.vmdk || fail "check $sub $size"
+        "$BUILD/tools/vmdkcat" -m a/x.vmdk | grep -q ' data ' && fail "$sub $size: data"
+    done
+done
+rm -rf a b
+
 # -o help, and what is refused
 "$DISKIMG" create -f vmdk -o help > help.txt || fail "-o help"
 for k in adapter_type compat6 hwversion subformat toolsversion zeroed_grain; do
@@ -82,8 +106,6 @@ expect_error "compat6 cannot be enabled with hwversion set" \
     "$DISKIMG" create -f vmdk -o compat6=on,hwversion=7 x.vmdk 1M
 expect_error "cannot go into the descriptor" "$DISKIMG" create -f vmdk -o 'toolsversion=a"b' x.vmdk 1M
 expect_error "Invalid parameter 'cluster_size'" "$DISKIMG" create -f vmdk -o cluster_size=4K x.vmdk 1M
-expect_error "subformat=monolithicFlat is not supported" \
-    "$DISKIMG" create -f vmdk -o subformat=monolithicFlat x.vmdk 1M
 expect_error "backing file.*not supported" "$DISKIMG" create -f vmdk -u -b base.vmdk -F vmdk x.vmdk 1M
 expect_error "too large" "$DISKIMG" create -f vmdk x.vmdk 200T
 [ -e x.vmdk ] && fail "a refused create left a file"

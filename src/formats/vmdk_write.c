@@ -2,7 +2,7 @@
  * subformat's writer (vmdk_write_sparse.c, vmdk_write_stream.c). */
 #include <errno.h>
 
-#include "formats/vmdk_write.h"
+#include "formats/vmdk_write_priv.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 
@@ -22,12 +22,18 @@ int vmdkw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *
     switch (p.sub) {
     case VMDKW_MONOLITHIC_SPARSE:
         /* -c is accepted and has no effect, as with qemu-img: only
-         * streamOptimized grains are compressed */
+         * streamOptimized grains are compressed (twoGbMaxExtentSparse too) */
         return vmdkw_sparse_create(out, f, o, &p, d);
     case VMDKW_STREAM_OPTIMIZED:
         return vmdkw_stream_create(out, f, o, &p, d);
-    default:
-        return diag_fail(d, -ENOTSUP, f->path, -1, "subformat=%s is not supported",
-                         vmdkw_subformat_name(p.sub));
+    case VMDKW_MONOLITHIC_FLAT:
+    case VMDKW_TWOGB_FLAT:
+        if (o->compress)
+            return diag_fail(d, -EINVAL, f->path, -1, "flat vmdk extents cannot be "
+                             "compressed (-c): use subformat=streamOptimized");
+        return vmdkw_multi_create(out, f, o, &p, d);
+    case VMDKW_TWOGB_SPARSE:
+        return vmdkw_multi_create(out, f, o, &p, d);
     }
+    return diag_fail(d, -EINVAL, f->path, -1, "internal error: subformat %d", (int)p.sub);
 }

@@ -28,6 +28,13 @@
  * until then); on a pipe it has to go first.  Grains are compressed on the
  * pipeline's worker threads (compress()); one that deflate cannot shrink is
  * stored as a zlib stream of stored blocks, cheaply, on the writer thread.
+ *
+ * monolithicFlat, twoGbMaxExtentFlat, twoGbMaxExtentSparse: the output file
+ * is the descriptor (written last); the extents are files beside it, named
+ * as qemu-img names them and created through bd_create_opts.add_file (under
+ * temporary names the caller renames at commit).  Split extents are 2 GiB;
+ * sparse ones are hosted sparse extents without a descriptor, as VMware
+ * Workstation writes them (vmdk_write_multi.c).
  */
 #ifndef DISKIMG_VMDK_WRITE_H
 #define DISKIMG_VMDK_WRITE_H

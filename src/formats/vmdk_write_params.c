@@ -30,7 +30,7 @@ const char vmdkw_options_help[] =
     "  zeroed_grain=<bool (on/off)> - Enable efficient zero writes using the "
     "zeroed-grain GTE feature\n"
     "\n"
-    "Supported in diskimg: monolithicSparse and streamOptimized (also to a pipe).\n";
+    "streamOptimized output can also go to a pipe (-).\n";
 
 static const char *const sub_names[] = {
     [VMDKW_MONOLITHIC_SPARSE] = "monolithicSparse",
@@ -135,9 +135,6 @@ int vmdkw_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
                    "not supported");
     if (co->backing_fmt && strcmp(co->backing_fmt, "vmdk") != 0)
         return bad(err, errlen, -EINVAL, "backing_fmt must be 'vmdk' if present");
-    if (p->sub != VMDKW_MONOLITHIC_SPARSE && p->sub != VMDKW_STREAM_OPTIMIZED)
-        return bad(err, errlen, -ENOTSUP, "subformat=%s is not supported (diskimg writes "
-                   "monolithicSparse and streamOptimized)", sub_names[p->sub]);
     p->capacity = p->size / VMDK_SECTOR + (p->size % VMDK_SECTOR != 0);
     if (p->capacity > VMDKW_MAX_CAPACITY)
         return bad(err, errlen, -EFBIG, "a vmdk image of %llu bytes is too large (at most "

@@ -282,6 +282,111 @@ static void test_header_last(const char *sub)
     unlink(path);
 }
 
+/* bd_create_opts.add_file for the tests: the file at PATH.tmp, renamed by
+ * commit_files() */
+static char added[8][4200];
+static int n_added;
+
+static int add_file(void *opaque, const char *path, struct bfile **f, const char **tmp,
+                    struct diag *d)
+{
+    (void)opaque;
+    if (n_added == 8)
+        return -ENOSPC;
+    snprintf(added[n_added], sizeof(added[0]), "%s.tmp", path);
+    unlink(added[n_added]);
+    int r = bfile_open(f, added[n_added], BFILE_O_CREATE, d);
+    if (r == 0)
+        *tmp = added[n_added++];
+    return r;
+}
+
+static void commit_files(void)
+{
+    for (int i = 0; i < n_added; i++) {
+        char fin[4200];
+        snprintf(fin, sizeof(fin), "%.*s", (int)strlen(added[i]) - 4, added[i]);
+        CHECK(rename(added[i], fin) == 0);
+    }
+    n_added = 0;
+}
+
+/* Write, finish, read back with the reader: `pieces` writes of `len` at
+ * `offs`, then compare the whole image with what was written. */
+static void write_and_read(const char *o, uint64_t size, const uint64_t *offs, size_t pieces,
+                           size_t len)
+{
+    char dir[] = "/tmp/vmdkw_unit_dir_XXXXXX", path[4200], err[256];
+    struct kvopts kv = { 0 };
+    struct bfile *f;
+    struct bd *bd, *rd;
+    struct diag d;
+    int calls = 0;
+
+    diag_init(&d);
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/x.vmdk", dir);
+    kvopts_parse(&kv, o, err, sizeof(err));
+    CHECK(bfile_open(&f, path, BFILE_O_CREATE, &d) == 0);
+    struct bd_create_opts co = { .size = size, .o = &kv, .add_file = add_file };
+    int r = vmdkw_create(&bd, f, &co, &d);
+    CHECK(r == 0);
+    if (r < 0) {
+        fprintf(stderr, "%s: %s\n", o, d.what);
+        bfile_close(f);
+        kvopts_free(&kv);
+        return;
+    }
+    uint8_t *buf = aligned_alloc(4096, len), *got = malloc(len);
+    for (size_t i = 0; i < pieces; i++) {
+        fill(buf, len, 2);
+        buf[0] = (uint8_t)i;
+        CHECK(bd->drv->pwrite(bd, buf, len, offs[i], done_cb, &calls) == 0);
+    }
+    CHECK(calls == (int)pieces);
+    CHECK(bd->drv->finish(bd) == 0);
+    bd_close(bd);
+    commit_files();
+    struct bd_open_opts oo = { .format = "vmdk" };
+    CHECK(bd_open(&rd, path, &oo, &d) == 0);
+    if (rd) {
+        CHECK(rd->size == (size + 511) / 512 * 512);
+        for (size_t i = 0; i < pieces; i++) {
+            fill(buf, len, 2);
+            buf[0] = (uint8_t)i;
+            CHECK(bd_pread(rd, got, len, offs[i]) == 0 && memcmp(got, buf, len) == 0);
+        }
+        /* and zeros between the pieces */
+        CHECK(bd_pread(rd, got, 512, offs[0] + len) == 0);
+        for (int i = 0; i < 512; i++)
+            CHECK(got[i] == 0 || offs[0] + len == offs[1]);
+        bd_close(rd);
+    }
+    free(buf);
+    free(got);
+    kvopts_free(&kv);
+    char cmd[4300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
+static void test_write_paths(void)
+{
+    const uint64_t G2 = UINT64_C(2) << 30, G = 65536;
+    /* one write across the 2 GiB boundary between two extents (split) */
+    uint64_t across[] = { G2 - 2 * G, G2 + 8 * G };
+    write_and_read("subformat=twoGbMaxExtentFlat", G2 + 16 * G, across, 2, 4 * G);
+    write_and_read("subformat=twoGbMaxExtentSparse", G2 + 16 * G, across, 2, 4 * G);
+    /* monolithicSparse: grain tables evicted from the 64-slot cache and
+     * needed again (written back, then read) */
+    uint64_t back[80];
+    for (int i = 0; i < 70; i++)
+        back[i] = (uint64_t)i * 32 * 1024 * 1024;        /* one per grain table */
+    for (int i = 70; i < 80; i++)
+        back[i] = (uint64_t)(i - 70) * 32 * 1024 * 1024 + 5 * G;   /* come back */
+    write_and_read("subformat=monolithicSparse", 70ull * 32 * 1024 * 1024, back, 80, G);
+}
+
 int main(void)
 {
     test_layout();
@@ -290,6 +395,7 @@ int main(void)
     test_descriptor();
     test_header_last("monolithicSparse");
     test_header_last("streamOptimized");
+    test_write_paths();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;

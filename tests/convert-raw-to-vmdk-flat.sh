@@ -65,7 +65,17 @@ for sub in twoGbMaxExtentFlat twoGbMaxExtentSparse; do
     rm -f m.vmdk m-*.vmdk back.raw
 done
 
-# refused: compression of flat extents, a pipe as output
+# -t none (O_DIRECT) and durable output
+for t in none writeback; do
+    ok "$DISKIMG" convert -t $t -O vmdk -o subformat=twoGbMaxExtentSparse src.raw t.vmdk
+    qemu-img check -q t.vmdk || fail "check -t $t"
+    qcompare src.raw t.vmdk
+    rm -f t.vmdk t-*.vmdk
+done
+
+# refused: compression of flat extents, a pipe as output, an existing image
+expect_error "writing into an existing vmdk image \(-n\) is not supported" \
+    "$DISKIMG" convert -n -O vmdk src.raw odd.raw
 expect_error "flat vmdk extents cannot be compressed" \
     "$DISKIMG" convert -c -O vmdk -o subformat=monolithicFlat src.raw c.vmdk
 expect_error "needs a new, named file" \

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,13 @@ int vmdkw_multi_create(struct bd **out, struct bfile *f, const struct bd_create_
     for (size_t i = 0; i < w->n_ext; i++)
         if ((r = setup_extent(w, o, i, d)) < 0)
             goto fail;
+    /* -t none opens the output with O_DIRECT: the descriptor is text of
+     * any length, written through the page cache (extents have no O_DIRECT) */
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT) && fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+        r = diag_errno(d, -errno, f->path, -1, "cannot turn off O_DIRECT");
+        goto fail;
+    }
     if (f->size && ftruncate(f->fd, 0) < 0) {
         r = diag_errno(d, -errno, f->path, -1, "cannot truncate");
         goto fail;

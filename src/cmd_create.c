@@ -29,7 +29,7 @@ static const char help_text[] =
     "  -o OPTS       format options, e.g. cluster_size=64K,compat=0.10 or\n"
     "                subformat=streamOptimized\n"
     "                (-o help lists them)\n"
-    "  -b BACKING    qcow2: backing file (relative to IMG's folder); SIZE defaults\n"
+    "  -b BACKING    qcow2, vmdk: backing file (relative to IMG's folder); SIZE defaults\n"
     "                to its size\n"
     "  -F BFMT       format of BACKING (required with -b)\n"
     "  -u            do not open BACKING (it need not exist; SIZE is then required)\n"
@@ -129,7 +129,7 @@ static void print_formatting(const struct args *a, uint64_t size)
     printf("Formatting '%s', fmt=%s", a->img, a->fmt);
     if (strcmp(a->fmt, "vmdk") == 0) {
         char opts[512];
-        vmdkw_formatting_opts(&a->o, opts, sizeof(opts));
+        vmdkw_formatting_opts(&a->o, a->backing, a->backing_fmt, opts, sizeof(opts));
         printf(" size=%llu%s\n", (unsigned long long)size, opts);
         return;
     }

@@ -106,7 +106,8 @@ expect_error "compat6 cannot be enabled with hwversion set" \
     "$DISKIMG" create -f vmdk -o compat6=on,hwversion=7 x.vmdk 1M
 expect_error "cannot go into the descriptor" "$DISKIMG" create -f vmdk -o 'toolsversion=a"b' x.vmdk 1M
 expect_error "Invalid parameter 'cluster_size'" "$DISKIMG" create -f vmdk -o cluster_size=4K x.vmdk 1M
-expect_error "backing file.*not supported" "$DISKIMG" create -f vmdk -u -b base.vmdk -F vmdk x.vmdk 1M
+expect_error "Could not open backing image 'base.vmdk': cannot open: no such file" \
+    "$DISKIMG" create -f vmdk -u -b base.vmdk -F vmdk x.vmdk 1M
 expect_error "too large" "$DISKIMG" create -f vmdk x.vmdk 200T
 [ -e x.vmdk ] && fail "a refused create left a file"
 ls -a | grep -q diskimg && fail "temporary file left behind"

@@ -19,6 +19,9 @@ int vmdkw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *
                          "writing into an existing vmdk image (-n) is not supported");
     if ((r = vmdkw_parse_params(o->o, o, &p, err, sizeof(err))) < 0)
         return diag_fail(d, r, f->path, -1, "%s", err);
+    /* a delta disk names its parent's content id */
+    if (p.backing && (r = vmdkw_parent_cid(f->path, p.backing, &p.parent_cid, d)) < 0)
+        return r;
     switch (p.sub) {
     case VMDKW_MONOLITHIC_SPARSE:
         /* -c is accepted and has no effect, as with qemu-img: only

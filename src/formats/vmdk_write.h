@@ -29,6 +29,12 @@
  * pipeline's worker threads (compress()); one that deflate cannot shrink is
  * stored as a zlib stream of stored blocks, cheaply, on the writer thread.
  *
+ * Delta disks (-B / backing_file, a VMDK parent; not the flat subformats):
+ * parentFileNameHint as given and the parent's CID as parentCID; ranges
+ * that must read as zeros over the parent become zeroed grains (GTE 1) with
+ * zeroed_grain=on, grains allocated but never written (holes) without it,
+ * and deflated zero grains in a stream.
+ *
  * monolithicFlat, twoGbMaxExtentFlat, twoGbMaxExtentSparse: the output file
  * is the descriptor (written last); the extents are files beside it, named
  * as qemu-img names them and created through bd_create_opts.add_file (under
@@ -79,6 +85,9 @@ struct vmdkw_params {
     bool compat6;
     bool zeroed_grain;
     bool has_hwversion;         /* hwversion given (not "undefined") */
+    const char *backing;        /* parent disk as named (parentFileNameHint), or
+                                   NULL; points into the caller's options */
+    uint32_t parent_cid;        /* its CID, or ffffffff without a parent */
 };
 
 /* Take the vmdk keys out of `kv` (may be NULL) into `p` (co gives the size
@@ -90,8 +99,10 @@ int vmdkw_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
 extern const char vmdkw_options_help[];
 
 /* qemu-img create's "Formatting ..." options for vmdk (after "size=N"):
- * " adapter_type=... compat6=off hwversion=undefined ..." into buf. */
-void vmdkw_formatting_opts(const struct kvopts *kv, char *buf, size_t len);
+ * " adapter_type=... compat6=off hwversion=undefined ..." into buf; -b and
+ * -F (or NULL) stand for backing_file and backing_fmt. */
+void vmdkw_formatting_opts(const struct kvopts *kv, const char *backing,
+                           const char *backing_fmt, char *buf, size_t len);
 
 const char *vmdkw_subformat_name(enum vmdkw_subformat s);
 
@@ -119,6 +130,15 @@ void vmdkw_header_encode(const struct vmdk4_header *h, uint8_t buf[VMDK4_HEADER_
 
 /* A 512-byte metadata marker (GT, GD, footer, EOS). */
 void vmdkw_marker_encode(uint8_t buf[VMDK_SECTOR], uint64_t sectors, uint32_t type);
+
+/* The CID of `backing` (a VMDK), opened relative to the folder of `target`
+ * as qemu-img does; -EINVAL with a message when it is not a VMDK. */
+int vmdkw_parent_cid(const char *target, const char *backing, uint32_t *cid,
+                     struct diag *d);
+
+/* Keep a copy of p->backing in bd (backing_name, backing_fmt) and point
+ * p->backing at it: the options may not outlive the writer.  -ENOMEM. */
+int vmdkw_keep_backing(struct bd *bd, struct vmdkw_params *p);
 
 /* The descriptor text for `p`: CID, parent, createType, the extent lines
  * (already formatted, each ending in '\n') and the disk database.  Returns

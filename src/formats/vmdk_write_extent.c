@@ -139,6 +139,33 @@ int vmdkw_sx_alloc(struct vmdkw_sx *x, uint64_t off, uint64_t len, uint64_t *hos
     return 0;
 }
 
+int vmdkw_sx_zero(struct vmdkw_sx *x, uint64_t off, uint64_t len, bool zeroed_grain)
+{
+    uint64_t host, n = len / VMDKW_GRAIN_BYTES + (len % VMDKW_GRAIN_BYTES != 0);
+    struct vmdkw_gt_slot *s = NULL;
+    int r;
+
+    if (!zeroed_grain)
+        return vmdkw_sx_alloc(x, off, len, &host);
+    if (off % VMDKW_GRAIN_BYTES || len == 0 || off + len > x->capacity * VMDK_SECTOR)
+        return diag_fail(x->diag, -EINVAL, x->name, (int64_t)off,
+                         "internal error: zeroes of %llu bytes at %llu are not whole grains "
+                         "inside the extent", (unsigned long long)len,
+                         (unsigned long long)off);
+    for (uint64_t g = off / VMDKW_GRAIN_BYTES; n--; g++) {
+        if ((!s || s->idx != g / VMDKW_GTES) && (r = gt_get(x, g / VMDKW_GTES, &s)) < 0)
+            return r;
+        uint32_t *e = &s->ent[g % VMDKW_GTES];
+        if (*e)
+            return diag_fail(x->diag, -EINVAL, x->name, (int64_t)(g * VMDKW_GRAIN_BYTES),
+                             "internal error: grain at offset %llu written twice",
+                             (unsigned long long)(g * VMDKW_GRAIN_BYTES));
+        *e = 1;         /* "reads as zeros", whatever the parent holds */
+        s->dirty = true;
+    }
+    return 0;
+}
+
 int vmdkw_sx_flush(struct vmdkw_sx *x, bool drop)
 {
     for (unsigned i = 0; x->slots && i < x->nslots; i++) {

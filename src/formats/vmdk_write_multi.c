@@ -219,6 +219,10 @@ int vmdkw_multi_create(struct bd **out, struct bfile *f, const struct bd_create_
     w->ioq = o->ioq;
     w->durable = o->durable;
     w->cid = vmdkw_new_cid();
+    if (vmdkw_keep_backing(&w->bd, &w->p) < 0) {
+        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+        goto fail;
+    }
     uint64_t per = p->sub == VMDKW_MONOLITHIC_FLAT ? p->capacity : SPLIT_SECTORS;
     w->n_ext = p->capacity ? (size_t)(p->capacity / per + (p->capacity % per != 0)) : 0;
     if (w->n_ext > VMDK_MAX_EXTENTS) {
@@ -352,8 +356,24 @@ static int m_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
 
 static int m_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
-    /* fresh files: holes and grains never written read as zeros */
-    return check_range(to_w(bd), off, len, "write_zeroes");
+    struct vmdkw_multi *w = to_w(bd);
+    uint64_t eb = ext_bytes(w);
+    int r = check_range(w, off, len, "write_zeroes");
+
+    /* fresh files: holes and grains never written read as zeros; over a
+     * parent (sparse extents only) they must say so */
+    if (r < 0 || !w->p.backing)
+        return r;
+    while (len) {
+        struct mext *e = &w->ext[off / eb];
+        uint64_t n = eb - off % eb < len ? eb - off % eb : len;
+        if ((r = ext_open(w, e)) < 0 ||
+            (r = set_err(w, vmdkw_sx_zero(&e->x, off - e->start, n, w->p.zeroed_grain))) < 0)
+            return r;
+        off += n;
+        len -= n;
+    }
+    return 0;
 }
 
 /* ---- finish ----------------------------------------------------------------------------- */

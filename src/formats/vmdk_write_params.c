@@ -12,8 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "formats/vmdk.h"
+#include "formats/vmdk_int.h"
 #include "formats/vmdk_write.h"
 #include "io/bfile.h"
+#include "util/diag.h"
 #include "util/kvopts.h"
 
 const char vmdkw_options_help[] =
@@ -123,18 +126,31 @@ int vmdkw_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
             (r = text_value("toolsversion", s, p->toolsversion, err, errlen)) < 0)
             return r;
         if ((s = kvopts_get(kv, "backing_fmt")) && strcmp(s, "vmdk") != 0)
-            return bad(err, errlen, -EINVAL, "backing_fmt must be 'vmdk' if present");
+            return bad(err, errlen, -EINVAL, "backing_file must be a vmdk image");
+        p->backing = kvopts_get(kv, "backing_file");
         uint64_t sz;
         if (kvopts_get_size(kv, "size", &sz, err, errlen) < 0)
             return -EINVAL;
     }
     if (p->compat6)
         strcpy(p->hwversion, "6");
-    if (co->backing_file || (kv && kvopts_get(kv, "backing_file")))
-        return bad(err, errlen, -ENOTSUP, "vmdk output with a backing file (delta disk) is "
-                   "not supported");
+    if (co->backing_file)
+        p->backing = co->backing_file;
+    p->parent_cid = 0xffffffffu;
     if (co->backing_fmt && strcmp(co->backing_fmt, "vmdk") != 0)
-        return bad(err, errlen, -EINVAL, "backing_fmt must be 'vmdk' if present");
+        return bad(err, errlen, -EINVAL, "backing_file must be a vmdk image");
+    if (p->backing) {
+        if (p->sub == VMDKW_MONOLITHIC_FLAT || p->sub == VMDKW_TWOGB_FLAT)
+            return bad(err, errlen, -EINVAL, "Flat image can't have backing file");
+        const char *c = p->backing;
+        for (; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == '"' || *c == 0x7f)
+                break;
+        if (*c || !*p->backing || strlen(p->backing) > 4096)
+            return bad(err, errlen, -EINVAL, "backing file name '%s' cannot go into the "
+                       "descriptor (empty, too long, or a quote or control character)",
+                       p->backing);
+    }
     p->capacity = p->size / VMDK_SECTOR + (p->size % VMDK_SECTOR != 0);
     if (p->capacity > VMDKW_MAX_CAPACITY)
         return bad(err, errlen, -EFBIG, "a vmdk image of %llu bytes is too large (at most "
@@ -143,11 +159,13 @@ int vmdkw_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
     return 0;
 }
 
-void vmdkw_formatting_opts(const struct kvopts *kv, char *buf, size_t len)
+void vmdkw_formatting_opts(const struct kvopts *kv, const char *backing,
+                           const char *backing_fmt, char *buf, size_t len)
 {
     /* qemu-img's order; compat6 and hwversion always, the rest when given */
-    static const char *const keys[] = { "adapter_type", "compat6", "hwversion",
-                                         "toolsversion", "subformat", "zeroed_grain" };
+    static const char *const keys[] = { "adapter_type", "backing_file", "backing_fmt",
+                                         "compat6", "hwversion", "toolsversion",
+                                         "subformat", "zeroed_grain" };
     size_t used = 0;
 
     buf[0] = 0;
@@ -159,6 +177,10 @@ void vmdkw_formatting_opts(const struct kvopts *kv, char *buf, size_t len)
         bool is_bool = !strcmp(keys[i], "compat6") || !strcmp(keys[i], "zeroed_grain");
         if (v && is_bool)
             v = (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes")) ? "on" : "off";
+        if (!strcmp(keys[i], "backing_file") && backing)
+            v = backing;
+        if (!strcmp(keys[i], "backing_fmt") && backing_fmt)
+            v = backing_fmt;
         if (!v && !strcmp(keys[i], "compat6"))
             v = "off";
         if (!v && !strcmp(keys[i], "hwversion"))
@@ -178,12 +200,17 @@ ssize_t vmdkw_descriptor(const struct vmdkw_params *p, uint32_t cid,
     unsigned heads = strcmp(p->adapter, "ide") == 0 ? 16 : 255;
     /* qemu's geometry: whole cylinders of heads * 63 sectors, not capped */
     uint64_t cylinders = p->capacity / ((uint64_t)heads * 63);
+    /* qemu's layout: the parent line takes the place of the blank line */
+    char parent[4200] = "";
+    if (p->backing)
+        snprintf(parent, sizeof(parent), "parentFileNameHint=\"%s\"", p->backing);
     int n = snprintf(buf, cap,
                      "# Disk DescriptorFile\n"
                      "version=1\n"
                      "CID=%08x\n"
-                     "parentCID=ffffffff\n"
+                     "parentCID=%08x\n"
                      "createType=\"%s\"\n"
+                     "%s"
                      "\n"
                      "# Extent description\n"
                      "%s"
@@ -197,7 +224,8 @@ ssize_t vmdkw_descriptor(const struct vmdkw_params *p, uint32_t cid,
                      "ddb.geometry.sectors = \"63\"\n"
                      "ddb.adapterType = \"%s\"\n"
                      "ddb.toolsVersion = \"%s\"\n",
-                     cid, vmdkw_subformat_name(p->sub), extent_lines, p->hwversion,
+                     cid, p->parent_cid, vmdkw_subformat_name(p->sub), parent, extent_lines,
+                     p->hwversion,
                      (unsigned long long)cylinders, heads, p->adapter, p->toolsversion);
     if (n < 0 || (size_t)n >= cap)
         return -ENOSPC;
@@ -261,5 +289,50 @@ int vmdkw_extent_name(const struct bfile *f, char **out)
         *out = NULL;
         return -EINVAL;
     }
+    return 0;
+}
+
+int vmdkw_parent_cid(const char *target, const char *backing, uint32_t *cid,
+                     struct diag *d)
+{
+    struct bd_open_opts oo = { .allow_external = true, .no_backing = true };
+    const char *slash = strrchr(target, '/');
+    struct bd *b = NULL;
+    char *path;
+    int r;
+
+    if (backing[0] == '/' || !slash)
+        path = strdup(backing);
+    else if (asprintf(&path, "%.*s/%s", (int)(slash - target), target, backing) < 0)
+        path = NULL;
+    if (!path)
+        return diag_fail(d, -ENOMEM, target, -1, "out of memory");
+    r = bd_open(&b, path, &oo, d);
+    if (r < 0) {
+        /* name the parent, as qemu-img does */
+        char why[sizeof(d->what)];
+        snprintf(why, sizeof(why), "%s", d->what);
+        diag_clear(d);
+        diag_fail(d, r, target, -1, "Could not open backing image '%s': %s", backing, why);
+    }
+    if (r == 0 && b->drv != &bd_vmdk)
+        r = diag_fail(d, -EINVAL, target, -1, "backing_file must be a vmdk image ('%s' is "
+                      "%s)", backing, b->drv->name);
+    if (r == 0) {
+        const struct vmdk *v = (const struct vmdk *)b;
+        *cid = v->desc.has_cid ? v->desc.cid : 0;
+    }
+    bd_close(b);
+    free(path);
+    return r;
+}
+
+int vmdkw_keep_backing(struct bd *bd, struct vmdkw_params *p)
+{
+    if (!p->backing)
+        return 0;
+    if (!(bd->backing_name = strdup(p->backing)) || !(bd->backing_fmt = strdup("vmdk")))
+        return -ENOMEM;
+    p->backing = bd->backing_name;
     return 0;
 }

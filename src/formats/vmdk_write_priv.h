@@ -40,6 +40,11 @@ int vmdkw_sx_init(struct vmdkw_sx *x, uint64_t capacity, bool embedded_desc,
  * except at the extent's end), contiguous in the file from *host (bytes). */
 int vmdkw_sx_alloc(struct vmdkw_sx *x, uint64_t off, uint64_t len, uint64_t *host);
 
+/* Make extent bytes [off, off+len) (as for alloc) read as zeros over a
+ * parent: zeroed-grain entries (GTE 1) with `zeroed_grain`, else grains
+ * allocated and never written (holes in the file). */
+int vmdkw_sx_zero(struct vmdkw_sx *x, uint64_t off, uint64_t len, bool zeroed_grain);
+
 /* Write the cached tables back (both copies); with `drop` free the cache
  * (a later write reloads what it needs). */
 int vmdkw_sx_flush(struct vmdkw_sx *x, bool drop);

@@ -78,6 +78,10 @@ int vmdkw_sparse_create(struct bd **out, struct bfile *f, const struct bd_create
         r = diag_fail(d, r, f->path, -1, "%s", err);
         goto fail;
     }
+    if (vmdkw_keep_backing(&w->bd, &w->p) < 0) {
+        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+        goto fail;
+    }
     if ((r = vmdkw_extent_name(f, &w->extent_name)) < 0) {
         r = r == -EINVAL ? diag_fail(d, r, f->path, -1, "the file name cannot go into the "
                                      "vmdk descriptor (it has a double quote or a control "
@@ -144,8 +148,13 @@ static int s_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
 
 static int s_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
-    /* no parent: a grain never written reads as zeros */
-    return check_range(to_w(bd), off, len, "write_zeroes");
+    struct vmdkw_sparse *w = to_w(bd);
+    int r = check_range(w, off, len, "write_zeroes");
+
+    /* without a parent a grain never written reads as zeros */
+    if (r < 0 || !w->p.backing)
+        return r;
+    return set_err(w, vmdkw_sx_zero(&w->x, off, len, w->p.zeroed_grain));
 }
 
 static int s_finish(struct bd *bd)

@@ -249,6 +249,10 @@ int vmdkw_stream_create(struct bd **out, struct bfile *f, const struct bd_create
     w->gt_idx = NO_GT;
     w->gt_count = p->capacity / ((uint64_t)VMDKW_GTES * VMDKW_GRAIN_SECTORS) +
                   (p->capacity % ((uint64_t)VMDKW_GTES * VMDKW_GRAIN_SECTORS) != 0);
+    if (vmdkw_keep_backing(&w->bd, &w->p) < 0) {
+        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+        goto fail;
+    }
     if ((r = vmdkw_extent_name(f, &w->extent_name)) < 0) {
         r = r == -EINVAL ? diag_fail(d, r, f->path, -1, "the file name cannot go into the "
                                      "vmdk descriptor (it has a double quote or a control "
@@ -447,13 +451,20 @@ static int st_pwrite_compressed(struct bd *bd, const void *cdata, size_t clen, u
 static int st_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct vmdkw_stream *w = to_w(bd);
+    int r;
 
-    (void)len;
-    if (w->err)
-        return w->err;
-    if (off >= w->p.size)
-        return fail(w, -EINVAL, (int64_t)off, "internal error: write_zeroes past the end");
-    return 0;   /* no parent: grains never written read as zeros */
+    if ((r = check_write(w, off, len)) < 0)
+        return set_err(w, r);
+    if (!w->p.backing)
+        return 0;   /* no parent: grains never written read as zeros */
+    /* over a parent: a grain of zeros (deflated to a sector) for each */
+    for (uint64_t g = off / VMDKW_GRAIN_BYTES; g * VMDKW_GRAIN_BYTES < off + len; g++) {
+        struct plain p = { w->pad, grain_len(w, g) };
+        memset(w->pad, 0, p.len);
+        if ((r = put_grain(w, g, vmdkw_zlib_stored_bound(p.len), fill_deflate, &p)) < 0)
+            return r;
+    }
+    return 0;
 }
 
 /* ---- finish -------------------------------------------------------------------------- */

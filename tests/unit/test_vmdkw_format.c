@@ -178,8 +178,11 @@ static void test_descriptor(void)
         { "compat6=maybe", -EINVAL, "compat6" },
         { "toolsversion=a\"b", -EINVAL, "cannot go into the descriptor" },
         { "hwversion=", -EINVAL, "1 to 64 characters" },
-        { "backing_fmt=qcow2", -EINVAL, "backing_fmt must be 'vmdk'" },
-        { "backing_file=base.vmdk", -ENOTSUP, "backing file" },
+        { "backing_fmt=qcow2", -EINVAL, "backing_file must be a vmdk image" },
+        { "backing_file=base.vmdk,subformat=monolithicFlat", -EINVAL,
+          "Flat image can't have backing file" },
+        { "backing_file=a\"b.vmdk", -EINVAL, "cannot go into the descriptor" },
+        { "backing_file=base.vmdk", 0, NULL },
         { "compat6=on", 0, NULL },
         { "compat6=on,hwversion=undefined", 0, NULL },
         { "zeroed_grain=on,subformat=streamOptimized", 0, NULL },
@@ -208,9 +211,12 @@ static void test_descriptor(void)
     /* create's "Formatting" options, in qemu-img's order */
     struct kvopts f = { 0 };
     kvopts_parse(&f, "subformat=streamOptimized,zeroed_grain=yes,adapter_type=ide", err, sizeof(err));
-    vmdkw_formatting_opts(&f, buf, sizeof(buf));
+    vmdkw_formatting_opts(&f, NULL, NULL, buf, sizeof(buf));
     CHECK(strcmp(buf, " adapter_type=ide compat6=off hwversion=undefined "
                       "subformat=streamOptimized zeroed_grain=on") == 0);
+    vmdkw_formatting_opts(&f, "b.vmdk", "vmdk", buf, sizeof(buf));
+    CHECK(strcmp(buf, " adapter_type=ide backing_file=b.vmdk backing_fmt=vmdk compat6=off "
+                      "hwversion=undefined subformat=streamOptimized zeroed_grain=on") == 0);
     kvopts_free(&f);
 }
 

@@ -484,16 +484,14 @@ static int st_finish(struct bd *bd)
     w->finished = true;
     if ((r = gt_close(w)) < 0)
         return r;
-    /* the grain directory, then the footer: the header with its offset */
+    /* the grain directory (little-endian in place: no second copy of up to
+     * 16 MiB), then the footer: the header with the directory's offset */
     size_t gd_bytes = (size_t)(w->gt_count * 4);
-    if (!(gd = malloc(gd_bytes ? gd_bytes : 1)))
-        return fail(w, -ENOMEM, -1, "out of memory");
+    gd = (uint8_t *)w->gd;
     for (uint64_t i = 0; i < w->gt_count; i++)
         le32_put(gd + 4 * i, w->gd[i]);
     uint64_t gd_sector = stage_sector(w) + 1;
-    r = put_meta(w, VMDK_MARKER_GD, gd, gd_bytes);
-    free(gd);
-    if (r < 0)
+    if ((r = put_meta(w, VMDK_MARKER_GD, gd, gd_bytes)) < 0)
         return r;
     struct vmdk4_header foot = header_of(w, gd_sector);
     vmdkw_header_encode(&foot, sec);

@@ -17,17 +17,20 @@
 #include "util/jval.h"
 
 static const char help_text[] =
-    "Usage: diskimg check [-f FMT] [--output=human|json] [-q] [--allow-external] IMG\n"
+    "Usage: diskimg check [-f FMT] [--output=human|json] [-q] [-r leaks|all]\n"
+    "                     [--allow-external] IMG\n"
     "Verify the metadata of an image (qcow2: every refcount, table and flag).\n"
     "\n"
     "  -f FMT            image format (default: probed)\n"
     "  --output=FMT      human (default) or json, with qemu-img's field names\n"
     "  -q                quiet: no summary\n"
     "  --allow-external  follow backing/data file references outside the image's folder\n"
-    "  -r leaks|all      repair: not supported (the check only reads)\n"
+    "  -r leaks|all      repair (qcow2): leaks = lower refcounts that are too high;\n"
+    "                    all = also raise those too low, rebuild a damaged refcount\n"
+    "                    structure and fix copied flags; then check again\n"
     "\n"
-    "Exit status: 0 no problems, 2 corruptions found, 3 only leaked clusters found,\n"
-    "1 the check could not be completed, 63 the format does not support checks.\n";
+    "Exit status: 0 no problems (left), 2 corruptions found, 3 only leaked clusters\n"
+    "found, 1 the check could not be completed, 63 the format does not support checks.\n";
 
 static void print_problem(void *opaque, const char *file, int64_t offset, const char *msg)
 {
@@ -78,14 +81,14 @@ static void print_json(const struct bd_check_result *r, const char *filename,
     set_nonzero(o, "compressed-clusters", r->compressed_clusters);
     set_nonzero(o, "total-clusters", r->total_clusters);
     set_nonzero(o, "corruptions", r->corruptions);
+    set_nonzero(o, "corruptions-fixed", r->corruptions_fixed);
     jv_set(o, "check-errors", jv_int(r->check_errors));
     set_nonzero(o, "leaks", r->leaks);
+    set_nonzero(o, "leaks-fixed", r->leaks_fixed);
     set_nonzero(o, "allocated-clusters", r->allocated_clusters);
     jv_set(o, "filename", jv_str(filename));
     jv_set(o, "format", jv_str(format));
     set_nonzero(o, "fragmented-clusters", r->fragmented_clusters);
-    set_nonzero(o, "corruptions-fixed", r->corruptions_fixed);
-    set_nonzero(o, "leaks-fixed", r->leaks_fixed);
     jv_print_json(stdout, o, 0);
     putchar('\n');
     jv_free(o);
@@ -104,7 +107,8 @@ int cmd_check(int argc, char **argv)
     struct bd_check_result res;
     struct diag d;
     struct bd *bd;
-    int opt, json = 0, quiet = 0;
+    int opt, json = 0, quiet = 0, r;
+    unsigned fix = 0;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "hf:qr:", longopts, NULL)) != -1) {
@@ -125,8 +129,14 @@ int cmd_check(int argc, char **argv)
             o.allow_external = true;
             break;
         case 'r':
-            return cli_usage_error("check", "repair (-r %s) is not supported; "
-                                   "'diskimg convert' writes a clean copy", optarg);
+            if (!strcmp(optarg, "leaks"))
+                fix = BD_CHECK_FIX_LEAKS;
+            else if (!strcmp(optarg, "all"))
+                fix = BD_CHECK_FIX_LEAKS | BD_CHECK_FIX_ERRORS;
+            else
+                return cli_usage_error("check", "Unknown option for -r (expecting 'leaks' "
+                                       "or 'all'): %s", optarg);
+            break;
         default:
             return cli_usage_error("check", "invalid option");
         }
@@ -140,6 +150,7 @@ int cmd_check(int argc, char **argv)
     d.warn = print_problem;
     /* the check looks at this image's own metadata only */
     o.no_backing = true;
+    o.writable = fix != 0;
     if (bd_open(&bd, filename, &o, &d) < 0) {
         cli_report(&d);
         return 1;
@@ -151,7 +162,21 @@ int cmd_check(int argc, char **argv)
         return 63;
     }
     memset(&res, 0, sizeof(res));
-    if (bd->drv->check(bd, &res, 0) < 0) {
+    r = bd->drv->check(bd, &res, fix);
+    if (r == 0 && (res.leaks_fixed || res.corruptions_fixed)) {
+        /* as qemu-img: say what was repaired, then check the result afresh */
+        struct bd_check_result fixed = res;
+        if (!json && !quiet)
+            printf("The following inconsistencies were found and repaired:\n\n"
+                   "    %lld leaked clusters\n    %lld corruptions\n\n"
+                   "Double checking the fixed image now...\n",
+                   (long long)fixed.leaks_fixed, (long long)fixed.corruptions_fixed);
+        fflush(stdout);
+        r = bd->drv->check(bd, &res, 0);
+        res.leaks_fixed = fixed.leaks_fixed;
+        res.corruptions_fixed = fixed.corruptions_fixed;
+    }
+    if (r < 0) {
         cli_report(&d);
         cli_error("Check failed");
         bd_close(bd);

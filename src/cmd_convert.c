@@ -30,6 +30,8 @@ static const char help_text[] =
     "runs found in the data stay holes (raw) or unallocated clusters (qcow2).\n"
     "The output is written under a temporary name and renamed into place only\n"
     "when complete; a failed or interrupted run leaves nothing at DST.\n"
+    "DST '-' writes to standard output: raw, or qcow2 (the source, which must be\n"
+    "a file, is then read twice: once to plan the layout, once to write it).\n"
     "\n"
     "  -f FMT            source format (raw, qcow2, vmdk, ova); default: probe\n"
     "  -O FMT            output format (raw, qcow2, vmdk); default raw\n"
@@ -60,6 +62,8 @@ static const char help_text[] =
     "  --disk N          OVA source: convert its Nth disk (0 = first)\n"
     "  --allow-external  follow backing/extent/data files outside the image's folder\n"
     "  --ignore-parent-cid  vmdk: accept a parent whose CID does not match\n"
+    "  --salvage         read errors become zeros with a warning per range\n"
+    "                    (and a summary); the conversion goes on\n"
     "  -v, --verbose     report what ran (I/O backend, threads, zero detection)\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
@@ -263,6 +267,21 @@ static void print_warning(void *opaque, const char *file, int64_t offset, const 
         fprintf(stderr, "diskimg: warning: %s\n", msg);
 }
 
+/* Progress over several passes of the conversion, as one. */
+struct pass_progress {
+    struct progress *p;
+    unsigned pass, passes;
+};
+
+static void pass_progress_update(void *opaque, uint64_t done, uint64_t total)
+{
+    struct pass_progress *pp = opaque;
+
+    if (pp->passes > 1 && total)
+        done = total / pp->passes * pp->pass + done / pp->passes;
+    progress_update(pp->p, done, total);
+}
+
 int cmd_convert(int argc, char **argv)
 {
     struct args a;
@@ -367,7 +386,20 @@ int cmd_convert(int argc, char **argv)
     if ((r = outfile_open(&of, a.dst, of_flags, &d)) < 0)
         goto fail;
     have_of = true;
-    /* a pipe as output: the driver's create() says whether it can */
+    /* a pipe as output: raw, qcow2 and vmdk (streamOptimized; the vmdk
+     * driver's create() refuses the other subformats with a hint) */
+    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "raw") != 0 &&
+        strcmp(odrv->name, "qcow2") != 0 && strcmp(odrv->name, "vmdk") != 0) {
+        cli_error("%s output to a pipe is not supported; use -O raw, -O qcow2 or -O vmdk",
+                  odrv->name);
+        goto fail_quiet;
+    }
+    /* qcow2 to a pipe reads the sources twice (plan, then write) */
+    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "qcow2") == 0 && sequential) {
+        cli_error("%s output to a pipe needs a seekable source (it reads it twice)",
+                  odrv->name);
+        goto fail_quiet;
+    }
 
     /* durable output is synced at the end anyway: writing it back as we go
      * keeps the dirty page cache small and overlaps the disk with the work */
@@ -394,6 +426,7 @@ int cmd_convert(int argc, char **argv)
     }
 
     progress_init(&prog, a.progress, stderr);
+    struct pass_progress pp = { .p = &prog, .passes = out->drv->next_pass ? 2 : 1 };
     struct convert_opts copts = {
         .src = src, .nsrc = (size_t)a.nsrcs, .out = out, .out_backing = out_backing,
         .sparse_size = a.sparse, .threads = online_cpus(), .inflight = 2 * a.m,
@@ -401,10 +434,15 @@ int cmd_convert(int argc, char **argv)
                         !out->out_in_order,
         .compress = a.compress || out->out_compressed, .sequential = sequential, .ioq = ioq,
         .salvage = a.salvage, .src_diag = &src_d,
-        .progress = progress_update, .progress_opaque = &prog,
+        .progress = pass_progress_update, .progress_opaque = &pp,
     };
     double t0 = progress_now();
     r = convert_run(&copts, &d, &st);
+    /* an output that plans in a first pass (qcow2 to a pipe) sees it all again */
+    while (r == 0 && out->drv->next_pass && (r = out->drv->next_pass(out)) > 0) {
+        pp.pass++;
+        r = convert_run(&copts, &d, &st);
+    }
     if (r == 0 && size_unknown)
         r = out->drv->resize(out, st.total, true);
     if (r == 0)

@@ -11,5 +11,7 @@ int cmd_check(int argc, char **argv);
 int cmd_sparsify(int argc, char **argv);
 int cmd_map(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_measure(int argc, char **argv);
+int cmd_resize(int argc, char **argv);
 
 #endif

@@ -18,6 +18,8 @@ static const struct command commands[] = {
     { "sparsify", cmd_sparsify },
     { "map", cmd_map },
     { "compare", cmd_compare },
+    { "measure", cmd_measure },
+    { "resize", cmd_resize },
 };
 
 static const char usage_text[] =
@@ -41,6 +43,10 @@ static const char usage_text[] =
     "                       show which ranges hold data, zeros or nothing, and where\n"
     "  compare  [-f FMT] [-F FMT] [-s] [-p] [-q] IMG1 IMG2\n"
     "                       compare the guest content of two images\n"
+    "  measure  [-O FMT] [-o OPTS] [--output=human|json] (--size N | [-f FMT] IMG)\n"
+    "                       the size a new image would need (as qemu-img measure)\n"
+    "  resize   [-f FMT] [--shrink] [-q] IMG [+|-]SIZE\n"
+    "                       change the virtual size of a raw or qcow2 image\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

@@ -20,6 +20,9 @@
  * be written asynchronously through opts->ioq; `done` runs once the buffer
  * may be reused.  finish() commits: all data, then metadata, header last,
  * then fsync when opts->durable.  abort() gives up without committing.
+ * An output with next_pass() (qcow2 to a stream) is given the whole
+ * conversion again after a first, planning pass (and, being a stream,
+ * writes its header first).
  * The writing side is used by one thread.
  *
  * Errors: every function returns 0 (or a count) or a negative errno and
@@ -102,6 +105,15 @@ struct bd_check_result {
     int64_t fragmented_clusters, compressed_clusters;
 };
 
+/* qemu-img measure's result (bytes). */
+struct bd_measure {
+    uint64_t required;         /* a new image holding the content needs this */
+    uint64_t fully_allocated;  /* with every cluster of the virtual size */
+    bool has_bitmaps;          /* the source can hold persistent bitmaps and
+                                  the new image can take them */
+    uint64_t bitmaps;          /* bytes those bitmaps would need */
+};
+
 #define BD_CHECK_FIX_LEAKS   0x1
 #define BD_CHECK_FIX_ERRORS  0x2
 
@@ -162,8 +174,24 @@ struct bd_driver {
     /* Optional: verify metadata (qemu-img check). */
     int (*check)(struct bd *bd, struct bd_check_result *r, unsigned fix);
 
-    /* Optional: change the virtual size. */
+    /* Optional: change the virtual size of an image opened for writing
+     * (opts->writable), in place and durably; `shrink` allows a smaller
+     * size (the data past it is discarded).  raw also resizes an output
+     * stream before finish() (a raw stream input's size known at its end). */
     int (*resize)(struct bd *bd, uint64_t new_size, bool shrink);
+
+    /* Optional: the size a new image of this format would take (qemu-img
+     * measure): for `size` bytes of virtual size when `src` is NULL, else
+     * for the content of `src` (its allocation, from block status).  Takes
+     * (marks) the -o keys it knows from `o` (may be NULL). */
+    int (*measure)(struct kvopts *o, uint64_t size, struct bd *src,
+                   struct bd_measure *m, struct diag *d);
+
+    /* Optional: an output that must see the content twice (qcow2 to a
+     * stream plans its layout in a first pass that writes nothing).  Called
+     * after each complete conversion pass: 1 = run the conversion again over
+     * the same sources, 0 = done (then finish()), or a negative errno. */
+    int (*next_pass)(struct bd *bd);
 };
 
 struct bd {

@@ -156,8 +156,10 @@ const struct bd_driver bd_qcow2 = {
     .close = qcow2_close,
     .info = qcow2_info,
     .check = qcow2_check,
+    .resize = qcow2_resize,
     /* writing: a new image is a bd_qcow2_out (qcow2_write.c) */
     .create_options_help = qcow2w_options_help,
     .create = qcow2w_create,
     .compress = qcow2w_compress,
+    .measure = qcow2_measure,
 };

@@ -9,6 +9,14 @@
  * match "refcount is exactly 1".  The per-problem lines go to the diag's
  * warning sink with qemu's wording; the counts go into bd_check_result.
  *
+ * Repair (`fix`, qemu-img check -r) follows qemu's order and wording: a
+ * first comparison reports; then leaks are lowered (-r leaks) and
+ * refcounts too low raised (-r all) in place, or, when a used cluster has
+ * refcount 0 or the refcount table itself is damaged, the whole refcount
+ * structure is rebuilt from the counters (-r all; qcow2_repair.c) and the
+ * old one freed; misaligned preallocated clusters become zero clusters and
+ * copied flags are set right.  The writes are in qcow2_repair.c.
+ *
  * Memory: one 16-bit counter per host cluster of the file (the check
  * refuses files of more than QCOW2_CHECK_MAX_CLUSTERS clusters) plus one
  * cluster of table at a time.  Counters saturate at 65535, so refcounts
@@ -24,29 +32,33 @@
 #include "util/diag.h"
 #include "util/endian.h"
 
-#define QCOW2_CHECK_MAX_CLUSTERS (16u << 20)   /* 32 MiB of counters */
+#include "formats/qcow2_check_int.h"
+
 #define L1_CHUNK 8192                          /* L1 entries read at a time */
 
-struct chk {
-    struct qcow2 *q;
-    const struct qcow2_header *h;
-    struct bd_check_result *res;
-    uint64_t cs;
-    uint64_t file_size;
-    uint64_t nb_clusters;       /* clusters the file occupies */
-    uint64_t n;                 /* counters in use (may pass nb_clusters by one) */
-    uint16_t *refs;
-    uint16_t ref_cap;           /* highest count the image can store, capped */
-    uint8_t *buf;               /* one cluster */
-    /* the stored refcounts: table and the last block read */
-    uint64_t *reft;
-    uint64_t reft_len;
-    uint8_t *rblock;
-    uint64_t rblock_off;        /* offset of the block in rblock, 0 = none */
-    uint64_t next_contiguous;   /* fragmentation: where the next data cluster would be */
-};
-
-#define WARN(c, ...) diag_warn((c)->q->bd.diag, (c)->q->bd.filename, -1, __VA_ARGS__)
+int qcow2_chk_grow(struct chk *c, uint64_t n)
+{
+    if (n <= c->cap) {
+        if (n > c->n)
+            c->n = n;
+        return 0;
+    }
+    if (n > QCOW2_CHECK_MAX_CLUSTERS + 1)
+        return diag_fail(c->q->bd.diag, -EFBIG, c->q->bd.filename, -1,
+                         "the file would have %" PRIu64 " clusters, more than the %u "
+                         "this check handles", n, QCOW2_CHECK_MAX_CLUSTERS);
+    uint64_t cap = c->cap * 2 > n ? c->cap * 2 : n;
+    if (cap > QCOW2_CHECK_MAX_CLUSTERS + 1)
+        cap = QCOW2_CHECK_MAX_CLUSTERS + 1;
+    uint16_t *r = realloc(c->refs, cap * sizeof(*r));
+    if (!r)
+        return diag_fail(c->q->bd.diag, -ENOMEM, c->q->bd.filename, -1, "out of memory");
+    memset(r + c->cap, 0, (cap - c->cap) * sizeof(*r));
+    c->refs = r;
+    c->cap = cap;
+    c->n = n;
+    return 0;
+}
 
 /* Read up to len bytes at off; past the end of the file reads as zeros
  * (as qemu's block layer does), so a check can go on past a bad pointer. */
@@ -77,8 +89,10 @@ static void inc_refs(struct chk *c, uint64_t off, uint64_t size)
         return;
     }
     for (uint64_t k = off / c->cs; k <= (off + size - 1) / c->cs; k++) {
-        if (k >= c->n)
-            c->n = k + 1;   /* at most nb_clusters + 1: the array has room */
+        if (k >= c->n && qcow2_chk_grow(c, k + 1) < 0) {
+            c->res->check_errors++;
+            return;
+        }
         if (c->refs[k] >= c->ref_cap) {
             if (c->ref_cap < UINT16_MAX) {
                 WARN(c, "ERROR: overflow cluster offset=0x%" PRIx64, k * c->cs);
@@ -161,9 +175,26 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
         }
         if (host & (c->cs - 1)) {
             bool holds_data = h->extended_l2 ? alloc != 0 : !zero_flag;
-            WARN(c, "ERROR offset=%" PRIx64 ": %s cluster is not properly aligned; "
-                 "L2 entry corrupted.", host, holds_data ? "Data" : "Preallocated");
+            bool fix = !holds_data && (c->fix & BD_CHECK_FIX_ERRORS);
+            WARN(c, "%s offset=%" PRIx64 ": %s cluster is not properly aligned; "
+                 "L2 entry corrupted.", fix ? "Repairing" : "ERROR", host,
+                 holds_data ? "Data" : "Preallocated");
             c->res->corruptions++;
+            if (fix) {
+                /* a preallocated zero cluster can simply become a zero cluster */
+                uint8_t *w = c->buf + (size_t)j * h->l2_entry_bytes;
+                if (h->extended_l2) {
+                    be64_put(w, 0);
+                    be64_put(w + 8, (uint64_t)zero << 32);
+                } else {
+                    be64_put(w, QCOW2_L2_ZERO);
+                }
+                if (qcow2_repair_l2_entry(c, l2_off, j) == 0) {
+                    c->res->corruptions--;
+                    c->res->corruptions_fixed++;
+                    continue;   /* the cluster is not used any more */
+                }
+            }
         }
         if (frag) {
             c->res->allocated_clusters++;
@@ -303,6 +334,28 @@ static int read_refcount_table(struct chk *c)
     return 0;
 }
 
+/* A refcount block past the end of the file: with -r all, make the file
+ * reach it (it reads as zeros, so its clusters are rebuilt later), as qemu
+ * does.  Returns true when the file was extended. */
+static bool extend_to_block(struct chk *c, uint64_t i, uint64_t off)
+{
+    uint64_t size = off + c->cs;
+    int r = -EFBIG;
+
+    WARN(c, "Repairing refcount block %" PRIu64 " is outside image", i);
+    if (size / c->cs <= QCOW2_CHECK_MAX_CLUSTERS)
+        r = qcow2_repair_extend(c, size);
+    if (r == 0)
+        r = qcow2_chk_grow(c, (c->file_size + c->cs - 1) / c->cs);
+    if (r < 0) {
+        c->rebuild = true;
+        WARN(c, "ERROR could not resize image: %s", strerror(-r));
+        return false;
+    }
+    c->nb_clusters = (c->file_size + c->cs - 1) / c->cs;
+    return true;
+}
+
 /* Refcount blocks: aligned, inside the file, referenced exactly once. */
 static void check_refblocks(struct chk *c)
 {
@@ -311,17 +364,27 @@ static void check_refblocks(struct chk *c)
         if (c->reft[i] & QCOW2_REFT_RESERVED) {
             WARN(c, "ERROR refcount table entry %" PRIu64 " has reserved bits set", i);
             c->res->corruptions++;
+            c->rebuild = true;
             continue;
         }
         if (off & (c->cs - 1)) {
             WARN(c, "ERROR refcount block %" PRIu64 " is not cluster aligned; refcount "
                  "table entry corrupted", i);
             c->res->corruptions++;
+            c->rebuild = true;
             continue;
         }
-        if (off / c->cs >= c->nb_clusters) {
-            WARN(c, "ERROR refcount block %" PRIu64 " is outside image", i);
+        if (off / c->cs >= c->n) {
             c->res->corruptions++;
+            if (!(c->fix & BD_CHECK_FIX_ERRORS)) {
+                WARN(c, "ERROR refcount block %" PRIu64 " is outside image", i);
+                continue;
+            }
+            if (!extend_to_block(c, i, off))
+                continue;
+            c->res->corruptions--;
+            c->res->corruptions_fixed++;
+            inc_refs(c, off, c->cs);
             continue;
         }
         if (off == 0)
@@ -331,11 +394,16 @@ static void check_refblocks(struct chk *c)
             WARN(c, "ERROR refcount block %" PRIu64 " refcount=%u", i,
                  (unsigned)c->refs[off / c->cs]);
             c->res->corruptions++;
+            c->rebuild = true;
         }
     }
 }
 
-static void compare_refcounts(struct chk *c, int64_t *highest)
+/* Stored refcounts against the recount.  With `fix`, leaks are lowered
+ * (FIX_LEAKS) and refcounts too low raised (FIX_ERRORS) in place; a used
+ * cluster whose refcount is 0 asks for a rebuild (its block may be
+ * missing). */
+static void compare_refcounts(struct chk *c, unsigned fix, int64_t *highest)
 {
     *highest = 0;   /* as qemu: the header cluster at least */
     for (uint64_t k = 0; k < c->n; k++) {
@@ -351,8 +419,19 @@ static void compare_refcounts(struct chk *c, int64_t *highest)
             *highest = (int64_t)k;
         if (stored == counted || (counted == UINT16_MAX && stored >= counted))
             continue;
+        int64_t *fixed = NULL;
+        if (stored == 0)
+            c->rebuild = true;
+        else if (stored > counted && (fix & BD_CHECK_FIX_LEAKS))
+            fixed = &c->res->leaks_fixed;
+        else if (stored < counted && (fix & BD_CHECK_FIX_ERRORS))
+            fixed = &c->res->corruptions_fixed;
         WARN(c, "%s cluster %" PRIu64 " refcount=%" PRIu64 " reference=%" PRIu64,
-             stored < counted ? "ERROR" : "Leaked", k, stored, counted);
+             fixed ? "Repairing" : stored < counted ? "ERROR" : "Leaked", k, stored, counted);
+        if (fixed && qcow2_repair_refcount(c, k, counted) == 0) {
+            (*fixed)++;
+            continue;
+        }
         if (stored < counted)
             c->res->corruptions++;
         else
@@ -361,10 +440,11 @@ static void compare_refcounts(struct chk *c, int64_t *highest)
 }
 
 /* Copied flags of one active L2 table's entries. */
-static int check_copied_l2(struct chk *c, uint64_t l2)
+static int check_copied_l2(struct chk *c, uint64_t l2, bool repair)
 {
     const struct qcow2_header *h = c->h;
     bool data_file = (h->incompatible & QCOW2_INCOMPAT_DATA_FILE) != 0;
+    unsigned dirty = 0;
 
     if (read_zero_fill(c, c->buf, c->cs, l2) < 0) {
         WARN(c, "ERROR: Could not read L2 table");
@@ -372,7 +452,8 @@ static int check_copied_l2(struct chk *c, uint64_t l2)
         return -EIO;
     }
     for (uint32_t j = 0; j < h->l2_entries; j++) {
-        uint64_t e = be64_get(c->buf + (size_t)j * h->l2_entry_bytes);
+        uint8_t *p = c->buf + (size_t)j * h->l2_entry_bytes;
+        uint64_t e = be64_get(p);
         uint64_t host = e & QCOW2_L2_OFFSET_MASK, rc = 1;
         bool ok = true;
         if (e & QCOW2_L2_COMPRESSED)
@@ -383,18 +464,38 @@ static int check_copied_l2(struct chk *c, uint64_t l2)
         if (!data_file)
             rc = stored_refcount(c, host / c->cs, &ok);
         if (ok && (rc == 1) != ((e & QCOW2_L2_COPIED) != 0)) {
-            WARN(c, "ERROR OFLAG_COPIED data cluster: l2_entry=%" PRIx64 " refcount=%"
-                 PRIu64, e, rc);
+            WARN(c, "%s OFLAG_COPIED data cluster: l2_entry=%" PRIx64 " refcount=%"
+                 PRIu64, repair ? "Repairing" : "ERROR", e, rc);
             c->res->corruptions++;
+            if (repair) {
+                be64_put(p, rc == 1 ? e | QCOW2_L2_COPIED : e & ~QCOW2_L2_COPIED);
+                dirty++;
+            }
         }
+    }
+    if (dirty) {
+        int r = qcow2_repair_l2_table(c, l2);
+        if (r < 0) {
+            WARN(c, "ERROR: Could not write L2 table: %s", strerror(-r));
+            c->res->check_errors++;
+            return r;
+        }
+        c->res->corruptions -= dirty;
+        c->res->corruptions_fixed += dirty;
     }
     return 0;
 }
 
-/* Copied flags of the active tables: set exactly when the refcount is 1. */
+/* Copied flags of the active tables: set exactly when the refcount is 1.
+ * Repaired with -r all, and with -r leaks when nothing else is wrong (the
+ * refcounts are then known to be right). */
 static int check_copied(struct chk *c)
 {
     const struct qcow2_header *h = c->h;
+    const struct bd_check_result *res = c->res;
+    bool repair = (c->fix & BD_CHECK_FIX_ERRORS) ||
+                  ((c->fix & BD_CHECK_FIX_LEAKS) && !res->check_errors &&
+                   !res->corruptions && !res->leaks);
     uint8_t *chunk = malloc(L1_CHUNK * 8);
     int r = 0;
 
@@ -411,29 +512,136 @@ static int check_copied(struct chk *c)
                 continue;
             uint64_t rc = stored_refcount(c, l2 / c->cs, &ok);
             if (ok && (rc == 1) != ((e & QCOW2_L1_COPIED) != 0)) {
-                WARN(c, "ERROR OFLAG_COPIED L2 cluster: l1_index=%" PRIu32 " l1_entry=%"
-                     PRIx64 " refcount=%" PRIu64, base + i, e, rc);
+                WARN(c, "%s OFLAG_COPIED L2 cluster: l1_index=%" PRIu32 " l1_entry=%"
+                     PRIx64 " refcount=%" PRIu64, repair ? "Repairing" : "ERROR",
+                     base + i, e, rc);
                 c->res->corruptions++;
+                if (repair) {
+                    uint64_t ne = rc == 1 ? e | QCOW2_L1_COPIED : e & ~QCOW2_L1_COPIED;
+                    if ((r = qcow2_repair_l1_entry(c, base + i, ne)) < 0) {
+                        c->res->check_errors++;
+                        break;
+                    }
+                    c->res->corruptions--;
+                    c->res->corruptions_fixed++;
+                }
             }
             if (l2 < c->file_size)
-                r = check_copied_l2(c, l2);
+                r = check_copied_l2(c, l2, repair);
         }
     }
     free(chunk);
     return r;
 }
 
+/* Count every reference to every cluster (qemu's calculate_refcounts). */
+static int calculate(struct chk *c)
+{
+    struct qcow2 *q = c->q;
+    const struct qcow2_header *h = c->h;
+    int r;
+
+    inc_refs(c, 0, c->cs);  /* header */
+    if ((r = check_l1(c, h->l1_table_offset, h->l1_size, true)) < 0)
+        return r;
+    if ((h->incompatible & QCOW2_INCOMPAT_DATA_FILE) && q->nsnaps) {
+        WARN(c, "ERROR %" PRIu32 " snapshots in image with data file", q->nsnaps);
+        c->res->corruptions++;
+    }
+    for (uint32_t i = 0; i < q->nsnaps; i++) {
+        const struct qcow2_snapshot *sn = &q->snaps[i];
+        if (sn->l1_table_offset & (c->cs - 1)) {
+            WARN(c, "ERROR snapshot %s (%s) l1_offset=%#" PRIx64 ": L1 table is not "
+                 "cluster aligned; snapshot table entry corrupted", sn->id, sn->name,
+                 sn->l1_table_offset);
+            c->res->corruptions++;
+            continue;
+        }
+        if (sn->l1_size > QCOW2_MAX_L1_BYTES / 8) {
+            WARN(c, "ERROR snapshot %s (%s) l1_size=%#" PRIx32 ": L1 table is too "
+                 "large; snapshot table entry corrupted", sn->id, sn->name, sn->l1_size);
+            c->res->corruptions++;
+            continue;
+        }
+        if ((r = check_l1(c, sn->l1_table_offset, sn->l1_size, false)) < 0)
+            return r;
+    }
+    inc_refs(c, h->snapshots_offset, q->snapshots_size);
+    inc_refs(c, h->refcount_table_offset, (uint64_t)h->refcount_table_clusters * c->cs);
+    if ((r = check_bitmaps(c)) < 0) {
+        c->res->check_errors++;
+        return r;
+    }
+    free(c->reft);
+    c->reft = NULL;
+    c->rblock_off = 0;
+    if ((r = read_refcount_table(c)) < 0) {
+        c->res->check_errors++;
+        return r;
+    }
+    check_refblocks(c);
+    return 0;
+}
+
+/* -r all when a used cluster has no refcount or the table is damaged:
+ * a new refcount structure, then the old one is a leak to fix. */
+static int rebuild(struct chk *c, unsigned fix)
+{
+    struct bd_check_result *res = c->res, old = *res;
+    int64_t fresh = 0, highest;
+    int r;
+
+    WARN(c, "Rebuilding refcount structure");
+    if ((r = qcow2_rebuild_refcounts(c)) < 0) {
+        res->check_errors++;
+        return r;
+    }
+    res->corruptions = res->leaks = 0;
+    /* count again against the new structure (the block statistics of the
+     * first count stand) */
+    c->rebuild = false;
+    c->fix = 0;
+    memset(c->refs, 0, c->n * sizeof(*c->refs));
+    int64_t alloc = res->allocated_clusters, frag = res->fragmented_clusters;
+    int64_t comp = res->compressed_clusters;
+    r = calculate(c);
+    res->allocated_clusters = alloc;
+    res->fragmented_clusters = frag;
+    res->compressed_clusters = comp;
+    c->fix = fix;
+    if (r < 0)
+        return r;
+    if (fix & BD_CHECK_FIX_LEAKS) {
+        /* the old structure is leaked now: free it; only leaks that cannot
+         * be fixed count */
+        struct bd_check_result saved = *res;
+        memset(res, 0, sizeof(*res));
+        compare_refcounts(c, BD_CHECK_FIX_LEAKS, &highest);
+        if (c->rebuild)
+            WARN(c, "ERROR rebuilt refcount structure is still broken");
+        fresh = res->leaks;
+        *res = saved;
+    }
+    if (res->corruptions < old.corruptions)
+        res->corruptions_fixed += old.corruptions - res->corruptions;
+    if (res->leaks < old.leaks)
+        res->leaks_fixed += old.leaks - res->leaks;
+    res->leaks += fresh;
+    return 0;
+}
+
 int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
 {
     struct qcow2 *q = to_qcow2(bd);
-    const struct qcow2_header *h = &q->h;
-    struct chk c = { .q = q, .h = h, .res = res };
+    struct qcow2_header *h = &q->h;
+    struct chk c = { .q = q, .h = h, .res = res, .fix = fix };
+    int64_t highest = 0;
     int r;
 
     memset(res, 0, sizeof(*res));
-    if (fix)
-        return diag_fail(bd->diag, -ENOTSUP, bd->filename, -1,
-                         "repairing qcow2 images is not supported");
+    if (fix && !bd->file->writable)
+        return diag_fail(bd->diag, -EROFS, bd->filename, -1,
+                         "the image must be opened for writing to be repaired");
     if (q->snapshot >= 0)
         return diag_fail(bd->diag, -EINVAL, bd->filename, -1,
                          "check works on the image, not on a snapshot view");
@@ -448,60 +656,47 @@ int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
     }
     c.ref_cap = h->refcount_bits >= 16 ? UINT16_MAX
                                        : (uint16_t)((1u << h->refcount_bits) - 1);
-    c.n = c.nb_clusters;
-    c.refs = calloc(c.nb_clusters + 1, sizeof(*c.refs));
     c.buf = malloc(c.cs);
     c.rblock = malloc(c.cs);
-    if (!c.refs || !c.buf || !c.rblock) {
+    if (!c.buf || !c.rblock || qcow2_chk_grow(&c, c.nb_clusters + 1) < 0) {
         r = diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
         goto out;
     }
+    c.n = c.nb_clusters;
     res->total_clusters = (int64_t)((bd->size + c.cs - 1) / c.cs);
 
-    inc_refs(&c, 0, c.cs);  /* header */
-    if ((r = check_l1(&c, h->l1_table_offset, h->l1_size, true)) < 0)
+    if ((r = calculate(&c)) < 0)
         goto out;
-    if ((h->incompatible & QCOW2_INCOMPAT_DATA_FILE) && q->nsnaps) {
-        WARN(&c, "ERROR %" PRIu32 " snapshots in image with data file", q->nsnaps);
-        res->corruptions++;
-    }
-    for (uint32_t i = 0; i < q->nsnaps; i++) {
-        const struct qcow2_snapshot *sn = &q->snaps[i];
-        if (sn->l1_table_offset & (c.cs - 1)) {
-            WARN(&c, "ERROR snapshot %s (%s) l1_offset=%#" PRIx64 ": L1 table is not "
-                 "cluster aligned; snapshot table entry corrupted", sn->id, sn->name,
-                 sn->l1_table_offset);
-            res->corruptions++;
-            continue;
-        }
-        if (sn->l1_size > QCOW2_MAX_L1_BYTES / 8) {
-            WARN(&c, "ERROR snapshot %s (%s) l1_size=%#" PRIx32 ": L1 table is too "
-                 "large; snapshot table entry corrupted", sn->id, sn->name, sn->l1_size);
-            res->corruptions++;
-            continue;
-        }
-        if ((r = check_l1(&c, sn->l1_table_offset, sn->l1_size, false)) < 0)
+    struct bd_check_result pre = *res;
+    compare_refcounts(&c, 0, &highest);
+    if (c.rebuild && (fix & BD_CHECK_FIX_ERRORS)) {
+        if ((r = rebuild(&c, fix)) < 0)
             goto out;
+    } else if (fix) {
+        if (c.rebuild) {
+            WARN(&c, "ERROR need to rebuild refcount structures");
+            res->check_errors++;
+            r = diag_fail(bd->diag, -EIO, bd->filename, -1, "the refcount structure must "
+                          "be rebuilt to repair this image (use -r all)");
+            goto out;
+        }
+        if (res->leaks || res->corruptions) {
+            *res = pre;
+            compare_refcounts(&c, fix, &highest);
+        }
     }
-    inc_refs(&c, h->snapshots_offset, q->snapshots_size);
-    inc_refs(&c, h->refcount_table_offset, (uint64_t)h->refcount_table_clusters * c.cs);
-    if ((r = check_bitmaps(&c)) < 0) {
-        res->check_errors++;
-        goto out;
-    }
-    if ((r = read_refcount_table(&c)) < 0) {
-        res->check_errors++;
-        goto out;
-    }
-    check_refblocks(&c);
-
-    int64_t highest = 0;
-    compare_refcounts(&c, &highest);
     if ((r = check_copied(&c)) < 0)
         goto out;
     res->image_end_offset = (highest + 1) * (int64_t)c.cs;
     r = 0;
 out:
+    if (fix) {
+        int e = qcow2_repair_end(&c, r == 0 && !res->check_errors && !res->corruptions);
+        if (r == 0 && e < 0) {
+            res->check_errors++;
+            r = e;
+        }
+    }
     free(c.refs);
     free(c.buf);
     free(c.rblock);

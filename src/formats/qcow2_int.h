@@ -206,4 +206,7 @@ int qcow2_info(struct bd *bd, struct jval *obj);
 /* qcow2_check.c */
 int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);
 
+/* qcow2_resize.c: bd_driver.resize (the image opened for writing) */
+int qcow2_resize(struct bd *bd, uint64_t new_size, bool shrink);
+
 #endif

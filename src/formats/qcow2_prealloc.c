@@ -5,7 +5,7 @@
  * images it takes for metadata-preallocated, and it decides with a
  * heuristic: count the clusters of the file that have a non-zero refcount;
  * the image is preallocated when there are clearly more of them than the
- * file has clusters on disk (more than 10/9 of them and more than 2 extra).
+ * file has clusters on disk (at least 10/9 of them and at least 2 extra).
  * A qcow2 image written by qemu often has data clusters that are partly
  * holes (qemu zeroes the rest of a new cluster with fallocate), and qemu
  * reports those as plain data: using the same rule keeps `map` and
@@ -54,7 +54,7 @@ static bool detect(struct qcow2 *q)
     if (f->kind != BFILE_REGULAR || !(block = malloc(cs)))
         return false;
     for (uint64_t ti = 0; ti < table_entries && ti * per_block < end_cluster &&
-                          count <= threshold; ti++) {
+                          count < threshold; ti++) {
         uint8_t e[8];
         uint64_t where = h->refcount_table_offset + ti * 8;
         if (where + 8 > q->file_size || bfile_pread(f, e, 8, where) < 0) {
@@ -71,11 +71,11 @@ static bool detect(struct qcow2 *q)
         uint64_t n = end_cluster - ti * per_block;
         if (n > per_block)
             n = per_block;
-        for (uint64_t i = 0; i < n && count <= threshold; i++)
+        for (uint64_t i = 0; i < n && count < threshold; i++)
             count += refcount_at(block, i, h->refcount_bits) != 0;
     }
     free(block);
-    return count > threshold;
+    return count >= threshold;   /* qemu: cluster_count >= threshold */
 }
 
 bool qcow2_metadata_prealloc(struct qcow2 *q)

@@ -127,9 +127,11 @@ int qcow2w_create(struct bd **out, struct bfile *f, const struct bd_create_opts 
     if (o->existing)
         return diag_fail(d, -ENOTSUP, f->path, -1,
                          "writing into an existing qcow2 image (-n) is not supported yet");
+    if (f->kind == BFILE_STREAM)
+        return qcow2s_create(out, f, o, d);
     if (f->kind != BFILE_REGULAR && f->kind != BFILE_BLOCKDEV)
         return diag_fail(d, -ENOTSUP, f->path, -1,
-                         "qcow2 output needs a seekable file (not a stream)");
+                         "qcow2 output needs a seekable file or a stream");
     if ((r = qcow2w_parse_params(o->o, o, &p, err, sizeof(err))) < 0)
         return diag_fail(d, r, f->path, -1, "%s", err);
     uint64_t l1_entries = qcow2w_l1_entries(&p, err, sizeof(err));

@@ -15,40 +15,9 @@
 #include <string.h>
 
 #include "formats/qcow2_format.h"
+#include "formats/qcow2_rcentry.h"
 #include "formats/qcow2_write_priv.h"
 #include "util/diag.h"
-
-static uint64_t rc_entry_get(const uint8_t *blk, unsigned order, uint64_t j)
-{
-    switch (order) {
-    case 0: return (blk[j / 8] >> (j % 8)) & 1;
-    case 1: return (blk[j / 4] >> (2 * (j % 4))) & 3;
-    case 2: return (blk[j / 2] >> (4 * (j % 2))) & 15;
-    case 3: return blk[j];
-    case 4: return be16_get(blk + 2 * j);
-    case 5: return be32_get(blk + 4 * j);
-    default: return be64_get(blk + 8 * j);
-    }
-}
-
-static void rc_entry_set(uint8_t *blk, unsigned order, uint64_t j, uint64_t v)
-{
-    unsigned bits, shift;
-
-    switch (order) {
-    case 3: blk[j] = (uint8_t)v; return;
-    case 4: be16_put(blk + 2 * j, (uint16_t)v); return;
-    case 5: be32_put(blk + 4 * j, (uint32_t)v); return;
-    case 6: be64_put(blk + 8 * j, v); return;
-    default:
-        /* sub-byte widths: entry 0 in the least significant bits */
-        bits = 1u << order;
-        shift = (unsigned)(j % (8 / bits)) * bits;
-        uint8_t mask = (uint8_t)(((1u << bits) - 1) << shift);
-        uint8_t *b = &blk[j / (8 / bits)];
-        *b = (uint8_t)((*b & ~mask) | ((v << shift) & mask));
-    }
-}
 
 /* Entries [a, b) of a block set to 1. */
 static void rc_fill_ones(uint8_t *blk, unsigned order, uint64_t a, uint64_t b)
@@ -58,13 +27,13 @@ static void rc_fill_ones(uint8_t *blk, unsigned order, uint64_t a, uint64_t b)
     if (order < 3) {
         uint64_t per = 8u >> order;                 /* entries per byte */
         while (a < b && a % per)
-            rc_entry_set(blk, order, a++, 1);
+            qcow2_rc_entry_set(blk, order, a++, 1);
         uint64_t whole = (b - a) / per;
         memset(blk + a / per, byte_of_ones[order], whole);
         a += whole * per;
     }
     while (a < b)
-        rc_entry_set(blk, order, a++, 1);
+        qcow2_rc_entry_set(blk, order, a++, 1);
 }
 
 int qcow2w_rc_init(struct qcow2w *w)
@@ -72,7 +41,7 @@ int qcow2w_rc_init(struct qcow2w *w)
     unsigned order = w->p.refcount_order;
 
     w->rc_epb = ((uint64_t)w->cs * 8) >> order;
-    w->rc_max = order == 6 ? UINT64_MAX : (UINT64_C(1) << (1u << order)) - 1;
+    w->rc_max = qcow2_rc_max(order);
     w->reftable_cap = 64;
     w->reftable = calloc(w->reftable_cap, sizeof(*w->reftable));
     w->win = malloc(w->cs);
@@ -177,7 +146,7 @@ int qcow2w_rc_get(struct qcow2w *w, uint64_t c, uint64_t *val)
 
     if (r < 0)
         return r;
-    *val = rc_entry_get(w->win, w->p.refcount_order, c % w->rc_epb);
+    *val = qcow2_rc_entry_get(w->win, w->p.refcount_order, c % w->rc_epb);
     return 0;
 }
 
@@ -192,7 +161,7 @@ int qcow2w_rc_incr(struct qcow2w *w, uint64_t c)
         return diag_fail(w->bd.diag, -EIO, w->bd.filename, (int64_t)(c << w->cbits),
                          "internal error: refcount of cluster %llu cannot be raised",
                          (unsigned long long)c);
-    rc_entry_set(w->win, w->p.refcount_order, c % w->rc_epb, v + 1);
+    qcow2_rc_entry_set(w->win, w->p.refcount_order, c % w->rc_epb, v + 1);
     w->win_shared = true;
     return 0;
 }

@@ -339,6 +339,30 @@ static int raw_resize(struct bd *bd, uint64_t new_size, bool shrink)
     return 0;
 }
 
+/* qemu-img measure: a raw image is as large as the disk (whole sectors). */
+static int raw_measure(struct kvopts *o, uint64_t size, struct bd *src,
+                       struct bd_measure *m, struct diag *d)
+{
+    char err[256];
+    uint64_t sz;
+
+    memset(m, 0, sizeof(*m));
+    if (o) {
+        const char *pre = kvopts_get(o, "preallocation");
+        if (pre && strcmp(pre, "off") && strcmp(pre, "falloc") && strcmp(pre, "full"))
+            return diag_fail(d, -EINVAL, NULL, -1,
+                             "Parameter 'preallocation' does not accept value '%s'", pre);
+        if (kvopts_get_size(o, "size", &sz, err, sizeof(err)) < 0)
+            return diag_fail(d, -EINVAL, NULL, -1, "%s", err);
+    }
+    if (src)
+        size = src->size;
+    if (size > UINT64_MAX - 511)
+        return diag_fail(d, -EFBIG, NULL, -1, "the image size is too large");
+    m->required = m->fully_allocated = (size + 511) & ~(uint64_t)511;
+    return 0;
+}
+
 const struct bd_driver bd_raw = {
     .name = "raw",
     .create_options_help =
@@ -356,4 +380,5 @@ const struct bd_driver bd_raw = {
     .abort = raw_abort,
     .close = raw_close,
     .resize = raw_resize,
+    .measure = raw_measure,
 };

@@ -1,6 +1,7 @@
 #!/bin/bash
 # make demo: generate the seeded demo disk (no large binaries in git) and
-# show what diskimg does to it: allocated size before and after, time taken.
+# show what diskimg does to it: allocated size before and after, time taken,
+# and a round trip through vmdk and qcow2 back to raw, checked with cmp.
 set -eu
 cd "$(dirname "$0")/.."
 D=./diskimg
@@ -36,4 +37,19 @@ t=$(timed $D sparsify -q "$out/dense.raw")
 echo "   $out/dense.raw: $(human "$before") -> $(human "$(alloc "$out/dense.raw")") in $t"
 cmp "$img" "$out/dense.raw" && echo "   content unchanged (cmp)"
 echo
+echo "== round trip: raw -> vmdk (streamOptimized) -> qcow2 -> vmdk (monolithicSparse) -> raw"
+prev=$img
+for step in "vmdk -o subformat=streamOptimized:trip1.vmdk" "qcow2:trip2.qcow2" \
+            "vmdk:trip3.vmdk" "raw:trip4.raw"; do
+    fmt=${step%%:*} dst=$out/${step#*:}
+    # shellcheck disable=SC2086
+    t=$(timed $D convert -t unsafe -O $fmt "$prev" "$dst")
+    kind=$($D info "$dst" | sed -n 's/^file format: //p; s/^ *create type: //p' | tr '\n' ' ')
+    printf '   %-12s -> %-36s %9s allocated, %s\n' "$(basename "$prev")" \
+        "$(basename "$dst") (${kind% })" "$(human "$(alloc "$dst")")" "$t"
+    prev=$dst
+done
+cmp "$img" "$out/trip4.raw" && echo "   content identical after the round trip (cmp)"
+echo
+
 echo "demo done; outputs are in $out/ (make clean-demo removes them)"

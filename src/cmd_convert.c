@@ -34,10 +34,11 @@ static const char help_text[] =
     "a file, is then read twice: once to plan the layout, once to write it).\n"
     "\n"
     "  -f FMT            source format (raw, qcow2, vmdk, ova); default: probe\n"
-    "  -O FMT            output format (raw, qcow2); default raw\n"
+    "  -O FMT            output format (raw, qcow2, vmdk); default raw\n"
     "  -o OPTS           output options, e.g. cluster_size=64K,compression_type=zstd\n"
     "                    (-o help lists them)\n"
-    "  -c                compress the output (qcow2)\n"
+    "  -c                compress the output (qcow2; vmdk streamOptimized is always\n"
+    "                    compressed)\n"
     "  -S SIZE           shortest zero run left sparse, a multiple of 512 up to 16M\n"
     "                    (default 4K); 0 writes everything (fully allocated)\n"
     "  -n                write into the existing DST instead of creating it; zero\n"
@@ -385,13 +386,16 @@ int cmd_convert(int argc, char **argv)
     if ((r = outfile_open(&of, a.dst, of_flags, &d)) < 0)
         goto fail;
     have_of = true;
+    /* a pipe as output: raw, qcow2 and vmdk (streamOptimized; the vmdk
+     * driver's create() refuses the other subformats with a hint) */
     if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "raw") != 0 &&
-        strcmp(odrv->name, "qcow2") != 0) {
-        cli_error("%s output to a pipe is not supported; use -O raw or -O qcow2", odrv->name);
+        strcmp(odrv->name, "qcow2") != 0 && strcmp(odrv->name, "vmdk") != 0) {
+        cli_error("%s output to a pipe is not supported; use -O raw, -O qcow2 or -O vmdk",
+                  odrv->name);
         goto fail_quiet;
     }
     /* qcow2 to a pipe reads the sources twice (plan, then write) */
-    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "raw") != 0 && sequential) {
+    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "qcow2") == 0 && sequential) {
         cli_error("%s output to a pipe needs a seekable source (it reads it twice)",
                   odrv->name);
         goto fail_quiet;
@@ -410,6 +414,7 @@ int cmd_convert(int argc, char **argv)
         .size = size_unknown ? 0 : total, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
         .compress = a.compress, .durable = durable, .existing = a.no_create,
         .target_is_zero = a.target_is_zero, .ioq = ioq,
+        .add_file = of.tmp ? outfile_add_file : NULL, .add_file_opaque = &of,
     };
     if ((r = odrv->create(&out, of.f, &co, &d)) < 0)
         goto fail;
@@ -425,8 +430,9 @@ int cmd_convert(int argc, char **argv)
     struct convert_opts copts = {
         .src = src, .nsrc = (size_t)a.nsrcs, .out = out, .out_backing = out_backing,
         .sparse_size = a.sparse, .threads = online_cpus(), .inflight = 2 * a.m,
-        .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM,
-        .compress = a.compress, .sequential = sequential, .ioq = ioq,
+        .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM &&
+                        !out->out_in_order,
+        .compress = a.compress || out->out_compressed, .sequential = sequential, .ioq = ioq,
         .salvage = a.salvage, .src_diag = &src_d,
         .progress = pass_progress_update, .progress_opaque = &pp,
     };

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "formats/bd.h"
 #include "formats/qcow2_write.h"
+#include "formats/vmdk_write.h"
 #include "io/bfile.h"
 #include "outfile.h"
 #include "util/diag.h"
@@ -24,10 +25,11 @@ static const char help_text[] =
     "Create a new empty image IMG of SIZE bytes (suffixes K, M, G, T, P, E).\n"
     "An existing IMG is replaced; the new image appears only once complete.\n"
     "\n"
-    "  -f FMT        image format: raw (default) or qcow2\n"
-    "  -o OPTS       format options, e.g. cluster_size=64K,compat=0.10\n"
+    "  -f FMT        image format: raw (default), qcow2 or vmdk\n"
+    "  -o OPTS       format options, e.g. cluster_size=64K,compat=0.10 or\n"
+    "                subformat=streamOptimized\n"
     "                (-o help lists them)\n"
-    "  -b BACKING    qcow2: backing file (relative to IMG's folder); SIZE defaults\n"
+    "  -b BACKING    qcow2, vmdk: backing file (relative to IMG's folder); SIZE defaults\n"
     "                to its size\n"
     "  -F BFMT       format of BACKING (required with -b)\n"
     "  -u            do not open BACKING (it need not exist; SIZE is then required)\n"
@@ -125,6 +127,12 @@ static int backing_size(const struct args *a, uint64_t *size, struct diag *d)
 static void print_formatting(const struct args *a, uint64_t size)
 {
     printf("Formatting '%s', fmt=%s", a->img, a->fmt);
+    if (strcmp(a->fmt, "vmdk") == 0) {
+        char opts[512];
+        vmdkw_formatting_opts(&a->o, a->backing, a->backing_fmt, opts, sizeof(opts));
+        printf(" size=%llu%s\n", (unsigned long long)size, opts);
+        return;
+    }
     if (strcmp(a->fmt, "qcow2") != 0) {
         printf(" size=%llu\n", (unsigned long long)size);
         return;
@@ -184,7 +192,7 @@ int cmd_create(int argc, char **argv)
     diag_init(&d);
     const struct bd_driver *drv = bd_find_driver(a.fmt);
     if (!drv || !drv->create) {
-        cli_error("%s: unknown or read-only format '%s' (use raw or qcow2)",
+        cli_error("%s: unknown or read-only format '%s' (use raw, qcow2 or vmdk)",
                   a.img ? a.img : "", a.fmt);
         goto fail_args;
     }
@@ -252,7 +260,7 @@ int cmd_create(int argc, char **argv)
     have_of = true;
     struct bd_create_opts co = {
         .size = size, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
-        .durable = true,
+        .durable = true, .add_file = of.tmp ? outfile_add_file : NULL, .add_file_opaque = &of,
     };
     if ((r = drv->create(&out, of.f, &co, &d)) < 0)
         goto fail;

@@ -16,14 +16,20 @@
 #include "io/fault.h"
 #include "util/diag.h"
 
-/* The temporary file a signal handler must remove (one at a time). */
+/* The temporary file a signal handler must remove (one output at a time),
+ * and the output's further files (outfile_add). */
 static char pending_tmp[PATH_MAX];
 static volatile sig_atomic_t pending_set;
+static char **volatile pending_extra;
+static volatile size_t pending_n_extra;
 
 static void on_fatal_signal(int sig)
 {
     if (pending_set)
         unlink(pending_tmp);
+    for (size_t i = 0; pending_extra && i < pending_n_extra; i++)
+        if (pending_extra[i])
+            unlink(pending_extra[i]);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -53,6 +59,59 @@ static void set_pending(const char *tmp)
         pending_set = 0;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void set_pending_extra(char **tmp, size_t n)
+{
+    sigset_t all, old;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pending_extra = tmp;
+    pending_n_extra = n;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* A new file ".NAME.diskimg-XXXXXX" beside `target` (mode 0644 less the
+ * umask); *tmp receives its path. */
+static int make_temp(const char *target, const char *shown, int oflags, char **tmp,
+                     int *fdp, struct diag *d)
+{
+    char *dcopy = strdup(target), *bcopy = strdup(target);
+    if (!dcopy || !bcopy) {
+        free(dcopy);
+        free(bcopy);
+        return diag_fail(d, -ENOMEM, shown, -1, "out of memory");
+    }
+    int n = asprintf(tmp, "%s/.%s.diskimg-XXXXXX", dirname(dcopy), basename(bcopy));
+    free(dcopy);
+    free(bcopy);
+    if (n < 0) {
+        *tmp = NULL;
+        return diag_fail(d, -ENOMEM, shown, -1, "out of memory");
+    }
+    int fd = mkostemp(*tmp, oflags);
+    if (fd < 0) {
+        int e = errno;
+        free(*tmp);
+        *tmp = NULL;
+        if (e == EACCES || e == EPERM || e == EROFS)
+            return diag_fail(d, -e, shown, -1, "cannot create the output: %s in its folder",
+                             e == EROFS ? "read-only file system" : "permission denied");
+        return diag_errno(d, -e, shown, -1, "cannot create the output");
+    }
+    mode_t um = umask(0);
+    umask(um);
+    if (fchmod(fd, 0644 & ~um) < 0) {
+        int e = -errno;
+        close(fd);
+        unlink(*tmp);
+        free(*tmp);
+        *tmp = NULL;
+        return diag_errno(d, e, shown, -1, "cannot set permissions");
+    }
+    *fdp = fd;
+    return 0;
 }
 
 static int open_in_place(struct outfile *of, const char *path, unsigned flags,
@@ -95,40 +154,12 @@ static int open_target(struct outfile *of, const char *path, unsigned flags,
     of->final = exists ? realpath(path, NULL) : strdup(path);
     if (!of->final)
         return diag_errno(d, -errno, path, -1, "cannot resolve target");
-    char *dcopy = strdup(of->final), *bcopy = strdup(of->final);
-    if (!dcopy || !bcopy) {
-        free(dcopy);
-        free(bcopy);
-        return diag_fail(d, -ENOMEM, path, -1, "out of memory");
-    }
-    int n = asprintf(&of->tmp, "%s/.%s.diskimg-XXXXXX", dirname(dcopy), basename(bcopy));
-    free(dcopy);
-    free(bcopy);
-    if (n < 0) {
-        of->tmp = NULL;
-        return diag_fail(d, -ENOMEM, path, -1, "out of memory");
-    }
-    int oflags = O_CLOEXEC | ((flags & OUTFILE_DIRECT) ? O_DIRECT : 0);
-    int fd = mkostemp(of->tmp, oflags);
-    if (fd < 0) {
-        int e = errno;
-        free(of->tmp);
-        of->tmp = NULL;
-        if (e == EACCES || e == EPERM || e == EROFS)
-            return diag_fail(d, -e, path, -1, "cannot create the output: %s in its folder",
-                             e == EROFS ? "read-only file system" : "permission denied");
-        return diag_errno(d, -e, path, -1, "cannot create the output");
-    }
+    int fd, oflags = O_CLOEXEC | ((flags & OUTFILE_DIRECT) ? O_DIRECT : 0);
+    int r = make_temp(of->final, path, oflags, &of->tmp, &fd, d);
+    if (r < 0)
+        return r;
     set_pending(of->tmp);
-    mode_t um = umask(0);
-    umask(um);
-    if (fchmod(fd, 0644 & ~um) < 0) {
-        int e = -errno;
-        close(fd);
-        outfile_discard(of);
-        return diag_errno(d, e, path, -1, "cannot set permissions");
-    }
-    int r = bfile_from_fd(&of->f, fd, of->tmp, true, d);
+    r = bfile_from_fd(&of->f, fd, of->tmp, true, d);
     if (r < 0) {
         outfile_discard(of);
         return r;
@@ -152,6 +183,61 @@ int outfile_open(struct outfile *of, const char *path, unsigned flags,
     return r;
 }
 
+int outfile_add(struct outfile *of, const char *path, struct bfile **f,
+                const char **tmp, struct diag *d)
+{
+    char *t = NULL, *fin = NULL;
+    int fd, r;
+
+    *f = NULL;
+    if (!of->tmp)
+        return diag_fail(d, -ENOTSUP, path, -1,
+                         "an image of several files needs a new output file");
+    char **nf = realloc(of->extra_final, (of->n_extra + 1) * sizeof(*nf));
+    if (nf)
+        of->extra_final = nf;
+    char **nt = realloc(of->extra_tmp, (of->n_extra + 1) * sizeof(*nt));
+    if (nt) {
+        of->extra_tmp = nt;
+        set_pending_extra(of->extra_tmp, of->n_extra);    /* the array moved */
+    }
+    if (!nf || !nt || !(fin = strdup(path)))
+        return diag_fail(d, -ENOMEM, path, -1, "out of memory");
+    if ((r = make_temp(path, path, O_CLOEXEC, &t, &fd, d)) < 0) {
+        free(fin);
+        return r;
+    }
+    of->extra_final[of->n_extra] = fin;
+    of->extra_tmp[of->n_extra] = t;
+    of->n_extra++;
+    set_pending_extra(of->extra_tmp, of->n_extra);
+    if ((r = bfile_from_fd(f, fd, path, true, d)) < 0)
+        return r;
+    *tmp = t;
+    return 0;
+}
+
+int outfile_add_file(void *opaque, const char *path, struct bfile **f,
+                     const char **tmp, struct diag *d)
+{
+    return outfile_add(opaque, path, f, tmp, d);
+}
+
+static void forget_extra(struct outfile *of, bool remove)
+{
+    set_pending_extra(NULL, 0);
+    for (size_t i = 0; i < of->n_extra; i++) {
+        if (remove && of->extra_tmp[i])
+            unlink(of->extra_tmp[i]);
+        free(of->extra_tmp[i]);
+        free(of->extra_final[i]);
+    }
+    free(of->extra_tmp);
+    free(of->extra_final);
+    of->extra_tmp = of->extra_final = NULL;
+    of->n_extra = 0;
+}
+
 static int sync_folder(const char *file, struct diag *d)
 {
     char *copy = strdup(file);
@@ -168,6 +254,17 @@ static int sync_folder(const char *file, struct diag *d)
 
 int outfile_commit(struct outfile *of, bool durable, struct diag *d)
 {
+    /* the image's further files first: the target names them */
+    for (size_t i = 0; i < of->n_extra; i++) {
+        if (rename(of->extra_tmp[i], of->extra_final[i]) < 0)
+            return diag_errno(d, -errno, of->extra_final[i], -1,
+                              "cannot rename the output into place");
+        free(of->extra_tmp[i]);
+        of->extra_tmp[i] = NULL;    /* in place now: discard must not remove it */
+    }
+    if (of->n_extra && durable)
+        sync_folder(of->extra_final[0], d);
+    forget_extra(of, false);
     if (of->tmp) {
         if (rename(of->tmp, of->final) < 0)
             return diag_errno(d, -errno, of->path, -1, "cannot rename the output into place");
@@ -187,6 +284,7 @@ int outfile_commit(struct outfile *of, bool durable, struct diag *d)
 
 void outfile_discard(struct outfile *of)
 {
+    forget_extra(of, true);
     if (of->tmp) {
         unlink(of->tmp);
         set_pending(NULL);

@@ -11,6 +11,7 @@
 #define DISKIMG_OUTFILE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct bfile;
 struct diag;
@@ -22,6 +23,9 @@ struct outfile {
     struct bfile *f;     /* open for writing; set to NULL once a driver's
                             create() has taken it over */
     bool in_place;
+    /* further files of the image (outfile_add), all under temporary names */
+    char **extra_final, **extra_tmp;
+    size_t n_extra;
 };
 
 #define OUTFILE_EXISTING 0x1   /* -n: the target exists, write into it */
@@ -29,6 +33,19 @@ struct outfile {
 
 int outfile_open(struct outfile *of, const char *path, unsigned flags,
                  struct diag *d);
+
+/* A further file of the same image (a VMDK extent) at `path`: created
+ * under a temporary name beside it, renamed into place by outfile_commit()
+ * before the target itself, removed by outfile_discard() and by the signal
+ * handlers.  *f is open for writing (named `path` in messages), *tmp is
+ * the temporary path (owned by `of`) for opening it again.  Only for a new
+ * target (not written in place). */
+int outfile_add(struct outfile *of, const char *path, struct bfile **f,
+                const char **tmp, struct diag *d);
+
+/* outfile_add() as bd_create_opts.add_file (opaque is the outfile). */
+int outfile_add_file(void *opaque, const char *path, struct bfile **f,
+                     const char **tmp, struct diag *d);
 
 /* Rename into place and, when durable, sync the folder (the image driver's
  * finish() has synced the data). */

@@ -58,7 +58,7 @@ done
 
 # option values
 offers convert -f "" -- raw qcow2 vmdk ova
-offers convert -O "" -- raw qcow2 '!vmdk'
+offers convert -O "" -- raw qcow2 vmdk '!ova'
 offers convert -O q -- qcow2 '!raw'
 offers compare -F "" -- raw qcow2 vmdk
 offers compare -f v -- vmdk

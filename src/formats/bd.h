@@ -87,6 +87,13 @@ struct bd_create_opts {
     bool existing;             /* -n: open the image already in the file */
     bool target_is_zero;       /* existing target already reads as zeros */
     struct ioq *ioq;           /* write queue, or NULL for plain writes */
+    /* Further files of the image (VMDK extents): create `path` (beside the
+     * output) under a temporary name that the caller renames with the
+     * image, or removes.  *tmp is that name, for opening it again.  NULL
+     * when the output cannot have further files. */
+    int (*add_file)(void *opaque, const char *path, struct bfile **f,
+                    const char **tmp, struct diag *d);
+    void *add_file_opaque;
 };
 
 /* qemu-img check's result fields. */
@@ -205,6 +212,11 @@ struct bd {
 
     bool dirty;                /* dirty flag / unclean shutdown marker */
     void *priv;                /* driver state if not embedding */
+
+    /* Set by create() for formats that need it (vmdk streamOptimized): */
+    bool out_compressed;       /* every data granule goes through compress(),
+                                  -c or not (grains are always compressed) */
+    bool out_in_order;         /* writes must come in offset order (no -W) */
 };
 
 /* Initialise the base fields (drivers call this in open/create). */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "formats/vmdk_int.h"
+#include "formats/vmdk_write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"
@@ -536,4 +537,8 @@ const struct bd_driver bd_vmdk = {
     .pread = vmdk_pread,
     .close = vmdk_close,
     .info = vmdk_info,
+    /* writing: a new image is written by vmdk_write*.c */
+    .create_options_help = vmdkw_options_help,
+    .create = vmdkw_create,
+    .compress = vmdkw_compress,
 };

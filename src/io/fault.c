@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_RULES 16
 
@@ -13,11 +14,13 @@ struct rule {
     enum fault_op op;
     unsigned long nth;
     int and_later;
-    int err;          /* negative errno, or 0 for a short transfer */
+    int err;          /* negative errno, or 0 for a short transfer or a delay */
+    unsigned delay_ms; /* > 0: sleep, then proceed */
 };
 
 static struct rule rules[MAX_RULES];
 static int nrules;
+static const char *stats_path;
 static atomic_ulong calls[FAULT_NOPS];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -40,10 +43,27 @@ static int parse_op(const char *s, enum fault_op *op)
     return -1;
 }
 
+static void write_stats(void)
+{
+    FILE *f = fopen(stats_path, "w");
+    if (!f)
+        return;
+    fprintf(f, "read %lu write %lu sync %lu punch %lu\n", atomic_load(&calls[FAULT_READ]),
+            atomic_load(&calls[FAULT_WRITE]), atomic_load(&calls[FAULT_SYNC]),
+            atomic_load(&calls[FAULT_PUNCH]));
+    fclose(f);
+}
+
 static void parse_rules(void)
 {
     const char *env = getenv("DISKIMG_FAULT");
     char buf[512];
+
+    stats_path = getenv("DISKIMG_FAULT_STATS");
+    if (stats_path && *stats_path)
+        atexit(write_stats);
+    else
+        stats_path = NULL;
 
     if (!env || !*env)
         return;
@@ -70,6 +90,11 @@ static void parse_rules(void)
             goto bad;
         if (strcmp(what, "short") == 0) {
             r.err = 0;
+        } else if (strncmp(what, "delay", 5) == 0) {
+            unsigned long ms = strtoul(what + 5, &end, 10);
+            if (end == what + 5 || *end || ms == 0 || ms > 60000)
+                goto bad;
+            r.delay_ms = (unsigned)ms;
         } else {
             size_t i;
             for (i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
@@ -91,7 +116,7 @@ bad:
 int fault_active(void)
 {
     pthread_once(&once, parse_rules);
-    return nrules > 0;
+    return nrules > 0 || stats_path;
 }
 
 int fault_inject(enum fault_op op, size_t *len)
@@ -103,8 +128,18 @@ int fault_inject(enum fault_op op, size_t *len)
         const struct rule *r = &rules[i];
         if (r->op != op || !(n == r->nth || (r->and_later && n > r->nth)))
             continue;
+        /* `N+:EINTR` interrupts every other call: the retry of an
+         * interrupted call gets through, as it would for real */
+        if (r->err == -EINTR && r->and_later && (n - r->nth) % 2)
+            continue;
         if (r->err)
             return r->err;
+        if (r->delay_ms) {
+            struct timespec ts = { r->delay_ms / 1000, (long)(r->delay_ms % 1000) * 1000000L };
+            while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+            return 0;
+        }
         if (len && *len > 1)
             *len /= 2;
         return 0;

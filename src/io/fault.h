@@ -4,12 +4,18 @@
  *   OP    read | write | sync | punch
  *   N     the Nth call of that kind fails (1-based); `N+` fails it and every
  *         later one
- *   WHAT  an errno name (EIO, ENOSPC, EINTR, EAGAIN, ...) or `short`
- *         (the transfer is cut to half its length, at least 1 byte)
- * e.g. DISKIMG_FAULT=write:3:ENOSPC,read:1+:short
+ *   WHAT  an errno name (EIO, ENOSPC, EINTR, EAGAIN, ...), `short`
+ *         (the transfer is cut to half its length, at least 1 byte) or
+ *         `delayMS` (the call proceeds after sleeping MS milliseconds:
+ *         makes a conversion slow enough to interrupt it deterministically)
+ * e.g. DISKIMG_FAULT=write:3:ENOSPC,read:1+:short,write:1+:delay50
  * Without the variable every call proceeds and the cost is one branch.
+ * DISKIMG_FAULT_STATS=FILE counts the calls (with or without rules) and
+ * writes "read N write N sync N punch N" to FILE at exit, so that a test
+ * can sweep N over every call a conversion makes.
  * Callers must treat EINTR and short transfers as "retry the rest", so a
- * conversion under `read:1+:EINTR` must still succeed.
+ * conversion under `read:1+:EINTR` must still succeed (`N+:EINTR` fails
+ * every other call from the Nth, so that each retry gets through).
  */
 #ifndef DISKIMG_FAULT_H
 #define DISKIMG_FAULT_H

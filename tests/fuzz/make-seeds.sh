@@ -68,10 +68,74 @@ qemu-img rebase -u -b ../base.raw -F raw "$q/backing-v2.qcow2"
 qemu-img create -q -f qcow2 -o cluster_size=4096,data_file="$tmp/data.raw" "$q/datafile.qcow2" 64K
 # persistent dirty bitmap
 qc bitmap -o cluster_size=4096
-qemu-img bitmap -q --add "$q/bitmap.qcow2" b0 2>/dev/null || rm -f "$q/bitmap.qcow2"
+qemu-img bitmap --add "$q/bitmap.qcow2" b0
+qemu-img bitmap --add -g 65536 --disable "$q/bitmap.qcow2" b1
 # dirty bit set (lazy refcounts, killed mid-way would do the same)
 cp "$q/lazy.qcow2" "$q/dirty.qcow2"
 printf '\x01' | dd of="$q/dirty.qcow2" bs=1 seek=79 conv=notrunc status=none
+
+# ---- vmdk ---------------------------------------------------------------
+v=$out/fuzz_vmdk
+mkdir -p "$v"
+vc() {  # vc NAME SUBFORMAT [more -o options]: d2 converted to vmdk
+    local name=$1 sub=$2; shift 2
+    qemu-img convert -q -f raw -O vmdk -o subformat=$sub"$@" "$tmp/d2" "$v/$name.vmdk"
+}
+vc sparse monolithicSparse
+vc sparse-zg monolithicSparse ,zeroed_grain=on
+vc stream streamOptimized
+qemu-img convert -q -f raw -O vmdk -o subformat=streamOptimized "$tmp/d3" "$v/stream-128k.vmdk"
+qemu-img create -q -f vmdk -o subformat=monolithicSparse "$v/odd.vmdk" 100001
+qemu-io -f vmdk -c 'write -P 0x21 64K 3K' "$v/odd.vmdk" >/dev/null
+# descriptor files (their extents are refused by the target: no files)
+qemu-img create -q -f vmdk -o subformat=monolithicFlat "$tmp/flat.vmdk" 64K
+cp "$tmp/flat.vmdk" "$v/desc-flat.vmdk"
+qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse "$tmp/split.vmdk" 64K
+cp "$tmp/split.vmdk" "$v/desc-split.vmdk"
+qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentFlat "$tmp/splitflat.vmdk" 64K
+cp "$tmp/splitflat.vmdk" "$v/desc-splitflat.vmdk"
+printf '# Disk DescriptorFile\nversion=1\nCID=fffffffe\nparentCID=ffffffff\ncreateType="vmfs"\n\n# Extent description\nRW 128 VMFS "disk-flat.vmdk"\n\nddb.adapterType = "lsilogic"\n' \
+    > "$v/desc-vmfs.vmdk"
+# hand-written descriptors: ZERO extents (readable without any file), a
+# mix, CRLF line ends, lower-case keywords, a delta disk
+zdesc() {
+    printf '# Disk DescriptorFile\nversion=1\nCID=12345678\nparentCID=ffffffff\n'
+    printf 'createType="monolithicFlat"\n\n# Extent description\n'
+    printf 'RW 128 ZERO\nRDONLY 64 ZERO\nNOACCESS 32 ZERO\n'
+    printf 'RW 16 FLAT "x-flat.vmdk" 0\nRW 16 SPARSE "x-s001.vmdk"\n'
+    printf '\n# The Disk Data Base\nddb.virtualHWVersion = "4"\nddb.geometry.cylinders = "1"\n'
+    printf 'ddb.adapterType = "ide"\n'
+}
+zdesc > "$v/desc-zero.vmdk"
+zdesc | sed 's/$/\r/' > "$v/desc-crlf.vmdk"
+zdesc | sed 's/ZERO/zero/; s/createType/createtype/' > "$v/desc-lower.vmdk"
+printf '# Disk DescriptorFile\nversion=1\nCID=1\nparentCID=2\ncreateType="monolithicSparse"\nparentFileNameHint="parent.vmdk"\nRW 128 SPARSE "delta.vmdk"\n' \
+    > "$v/desc-delta.vmdk"
+# real files from other tools (small ones)
+samples=$top/../shared/samples
+for f in vmdk/vmdk-rs/streamOptimized.vmdk vmdk/vmdk-rs/twoGbMaxExtentSparse.vmdk \
+         vmdk/SecurityRonin-vmdk/plaso_image.vmdk vmdk/SecurityRonin-vmdk/dfvfs_ext2.vmdk; do
+    [ -f "$samples/$f" ] && cp "$samples/$f" "$v/sample-$(basename "$f")"
+done
+for f in qemu-iotests/iotest-version3.vmdk.bz2 qemu-iotests/afl9.vmdk.bz2; do
+    [ -f "$samples/$f" ] && bzip2 -dc "$samples/$f" > "$v/sample-$(basename "$f" .bz2)"
+done
+
+# ---- ova ------------------------------------------------------------------
+a=$out/fuzz_ova
+mkdir -p "$a"
+mkdir -p "$tmp/ova"
+printf '<?xml version="1.0"?>\n<Envelope/>\n' > "$tmp/ova/app.ovf"
+cp "$v/stream.vmdk" "$tmp/ova/disk1.vmdk"
+cp "$v/sparse.vmdk" "$tmp/ova/disk2.vmdk"
+(cd "$tmp/ova" && tar --format=ustar -cf "$a/two-disks.ova" app.ovf disk1.vmdk disk2.vmdk)
+(cd "$tmp/ova" && tar --format=ustar -cf "$a/stream.ova" app.ovf disk1.vmdk)
+(cd "$tmp/ova" && tar --format=gnu -cf "$a/gnu.ova" app.ovf disk1.vmdk)
+(cd "$tmp/ova" && tar --format=pax -cf "$a/pax.ova" app.ovf disk1.vmdk)
+long=$(printf 'd%.0s' $(seq 1 120)).vmdk
+cp "$v/stream.vmdk" "$tmp/ova/$long"
+(cd "$tmp/ova" && tar --format=gnu -cf "$a/longname.ova" app.ovf "$long")
+(cd "$tmp/ova" && tar --format=pax -cf "$a/pax-longname.ova" app.ovf "$long")
 
 # ---- options and sizes ---------------------------------------------------
 o=$out/fuzz_options

@@ -1,7 +1,11 @@
 #!/bin/bash
 # Runs each fuzz target (built by `make fuzz` into build-fuzz/fuzz/) for
-# SECONDS, at low priority:
+# SECONDS of wall time, at low priority:
 #   tests/fuzz/run.sh SECONDS [TARGET...]       (default: every target)
+# FUZZ_CPU_SECONDS=N stops a target (SIGINT: libFuzzer prints its final
+# stats) once it has used N seconds of CPU, whichever comes first: on a
+# busy shared machine a wall-clock budget says little about the work done.
+# The CPU seconds each run used are appended to build-fuzz/cpu.log.
 # Corpora grow in build-fuzz/corpus/<target>/ (first filled by make-seeds.sh
 # and with the regression inputs of tests/corpus/fuzz/<target>/); crashes,
 # timeouts and OOMs land in build-fuzz/findings/<target>/.  Copy each one
@@ -35,8 +39,25 @@ for t in "${targets[@]}"; do
     nice -n 10 "$bin/$t" -max_total_time="$secs" -rss_limit_mb=512 -timeout=10 \
         -max_len=${FUZZ_MAX_LEN:-524288} -print_final_stats=1 \
         -artifact_prefix="$findings/" "${dict[@]}" "$corpus" "${seeds[@]}" \
-        > "build-fuzz/$t.log" 2>&1
+        > "build-fuzz/$t.log" 2>&1 &
+    pid=$!
+    tck=$(getconf CLK_TCK)
+    cpu=0
+    while kill -0 $pid 2>/dev/null; do
+        # utime + stime of the fuzzer, in seconds
+        if read -r -a st < /proc/$pid/stat 2>/dev/null; then
+            cpu=$(( (st[13] + st[14]) / tck ))
+            if [ -n "${FUZZ_CPU_SECONDS:-}" ] && [ $cpu -ge "$FUZZ_CPU_SECONDS" ]; then
+                kill -INT $pid
+                break
+            fi
+        fi
+        sleep 5
+    done
+    wait $pid
     rc=$?
+    [ $rc = 130 ] || [ $rc = 72 ] && rc=0   # stopped by the CPU budget (SIGINT)
+    echo "$(date -u +%FT%TZ) $t cpu_seconds=$cpu exit=$rc" >> build-fuzz/cpu.log
     tail -n 12 "build-fuzz/$t.log" | grep -E '^stat::|Done|ERROR|SUMMARY' || true
     after=$(find "$findings" -type f | wc -l)
     if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then

@@ -8,7 +8,9 @@
 # FILE is relative to OUTDIR; INFO and CONVERT say what `diskimg info FILE`
 # and `diskimg convert FILE ...` must do: `bad` = exit 1 with a message on
 # stderr matching REGEX (which names the problem), `ok` = exit 0 (for
-# convert: the same bytes as qemu-img's reading of FILE).  Only info can be
+# convert: the same bytes as qemu-img's reading of FILE), `same` = exit 0
+# with the bytes of the undamaged image named in the REGEX column (damage a
+# redundant copy repairs, where qemu-img reads zeros).  Only info can be
 # `ok` while convert is `bad`: info does not read data clusters.  CHECK is
 # the exit status `diskimg check FILE` must give (2: corruptions found), or
 # `-` (not run).
@@ -35,11 +37,11 @@ be64() { printf '%016x' "$1"; }
 le32() { local h; h=$(printf '%08x' "$1"); echo "${h:6:2}${h:4:2}${h:2:2}${h:0:2}"; }
 le64() { local h; h=$(printf '%016x' "$1"); local r="" i; for i in 14 12 10 8 6 4 2 0; do r="$r${h:$i:2}"; done; echo "$r"; }
 peek() {  # peek FILE OFFSET BYTES -> big-endian number
-    local hex; hex=$(od -A n -t x1 -j "$2" -N "$3" "$1" | tr -d ' \n')
+    local hex; hex=$(od -v -A n -t x1 -j "$2" -N "$3" "$1" | tr -d ' \n')
     echo $((16#$hex))
 }
 peekle() {  # little-endian
-    local hex r="" i; hex=$(od -A n -t x1 -j "$2" -N "$3" "$1" | tr -d ' \n')
+    local hex r="" i; hex=$(od -v -A n -t x1 -j "$2" -N "$3" "$1" | tr -d ' \n')
     for ((i = ${#hex} - 2; i >= 0; i -= 2)); do r="$r${hex:$i:2}"; done
     echo $((16#$r))
 }
@@ -314,11 +316,191 @@ qemu-img create -q -f qcow2 -o cluster_size=4096,data_file=/etc/passwd refs/sub/
 # name the data file /etc/passwd whatever qemu-img allowed
 f=refs/sub/datafile-passwd.qcow2
 ext=$(find_ext "$f" 0x44415441)
-name=$(printf '/etc/passwd' | od -A n -t x1 | tr -d ' \n')
+name=$(printf '/etc/passwd' | od -v -A n -t x1 | tr -d ' \n')
 old=$(peek "$f" $((ext + 4)) 4)
 poke "$f" $((ext + 4)) "$(be32 11)"
 poke "$f" $((ext + 8)) "$name$(printf '%0*d' $(( ((old + 7) / 8 * 8 - 11) * 2 )) 0)"
 case_ "$f" bad bad "refers to '/etc/passwd' .*outside the image's folder"
+
+# ---- vmdk: hosted sparse (KDMV, little-endian) ---------------------------
+# 1 MiB, 64 KiB grains: header, embedded descriptor, redundant GD/GTs, GD
+# and GT at sectors 26/27, grains at 64K and 128K
+V=$work/v.vmdk
+qemu-img create -q -f vmdk -o subformat=monolithicSparse "$V" 1M
+qemu-io -f vmdk -c 'write -P 0x21 0 64K' -c 'write -P 0x22 512K 4K' "$V" >/dev/null
+VSIZE=$(fsize "$V")
+VGD=$(( $(peekle "$V" 56 8) * 512 ))
+VGT=$(( $(peekle "$V" "$VGD" 4) * 512 ))
+VRGD=$(( $(peekle "$V" 48 8) * 512 ))
+VPAST=$(( VSIZE / 512 + 64 ))                  # a sector past the end
+vh() { patched "vmdk-hdr-$1.vmdk" "$V" bad bad "$2" "${@:3}"; }
+vh magic "no known format signature" 0 4b444d57
+vh version-0 "version 0" 4 "$(le32 0)"
+vh version-4 "version 4" 4 "$(le32 4)"
+vh version-max "version 4294967295" 4 ffffffff
+vh flags-incompat "flag|feature" 8 "$(le32 0x01000003)"
+vh capacity-max "capacity" 12 ffffffffffffffff
+vh capacity-past "capacity" 12 "$(le64 $(( (1 << 41) + 1 )))"
+vh grain-0 "grain size of 0 sectors is invalid" 20 "$(le64 0)"
+vh grain-3 "grain size of 3 sectors is invalid" 20 "$(le64 3)"
+vh grain-4096 "grain size of 4096 sectors is invalid" 20 "$(le64 4096)"
+vh grain-max "grain size of [0-9]+ sectors is invalid" 20 ffffffffffffffff
+vh desc-past "descriptor" 28 "$(le64 "$VPAST")"
+vh desc-huge "descriptor" 36 "$(le64 $(( 1 << 40 )))"
+vh gtes-0 "grain table|GTE|entries" 44 "$(le32 0)"
+vh gtes-4097 "grain table|GTE|entries" 44 "$(le32 4097)"
+vh gtes-max "grain table|GTE|entries" 44 ffffffff
+vh gd-max "grain directory" 56 fffffffffffffffe
+vh compress-2 "compress" 77 0200
+# grain directory and grain table entries
+ve() { patched "vmdk-tab-$1.vmdk" "$V" ok bad "$2" "${@:3}"; }
+ve gd-header "grain table" "$VGD" "$(le32 1)"
+ve gt-past "grain .*past the end|past the end of the file" "$VGT" "$(le32 "$VPAST")"
+ve gt-max "grain .*past the end|past the end of the file|out of range" "$VGT" ffffffff
+# damage the redundant grain directory makes good: read as the undamaged file
+# (qemu-img reads zeros there); a grain table entry pointing into the
+# descriptor is just data (as qemu-img reads it)
+cp "$V" vmdk-base.vmdk
+patched vmdk-hdr-gd-past.vmdk "$V" ok same vmdk-base.vmdk 56 "$(le64 "$VPAST")"
+patched vmdk-tab-gd-past.vmdk "$V" ok same vmdk-base.vmdk "$VGD" "$(le32 "$VPAST")"
+patched vmdk-tab-gt-header.vmdk "$V" ok ok "" "$VGT" "$(le32 2)"
+# truncations
+for t in 0 4 64 511 512 4096 $((VGD + 2)) $((VGT + 100)) 65536 $((65536 + 4096)) $((VSIZE - 4096)); do
+    head -c "$t" "$V" > "vmdk-trunc-$t.vmdk"
+    if [ "$t" -lt "$VRGD" ]; then info=bad; else info=ok; fi
+    case_ "vmdk-trunc-$t.vmdk" $info bad "past the end of the file|too short|truncated|no known format signature"
+done
+
+# ---- vmdk: streamOptimized ------------------------------------------------
+S=$work/s.vmdk
+qemu-img convert -q -f vmdk -O vmdk -o subformat=streamOptimized "$V" "$S"
+SSIZE=$(fsize "$S")
+SG0=65536                                       # first grain marker
+SG1=$(( SG0 + (12 + $(peekle "$S" $((SG0 + 8)) 4) + 511) / 512 * 512 ))
+vs() { patched "vmdk-stream-$1.vmdk" "$S" "$2" bad "$3" "${@:4}"; }
+vs lba-past ok "grain|LBA|lba" "$SG1" "$(le64 $(( 1 << 40 )))"
+vs lba-odd ok "grain|LBA|lba" "$SG1" "$(le64 1000)"
+vs csize-huge ok "grain|size|past the end" $((SG0 + 8)) ffffff7f
+vs csize-0 ok "grain|marker|size" $((SG0 + 8)) "$(le32 0)"
+vs deflate-garbage ok "corrupt|deflate|zlib|inflate" $((SG0 + 14)) ffffffffffffffffffff
+vs zlib-header ok "zlib|header|corrupt|inflate" $((SG0 + 12)) 0000
+# a grain whose stream inflates to 2 MiB (the qcow2 bomb's deflate data
+# behind a zlib header) in a 64 KiB-grain file
+big=$work/bigz.qcow2
+qemu-img create -q -f qcow2 -o cluster_size=2M "$big" 2M
+qemu-io -f qcow2 -c 'write -c -P 0x41 0 2M' "$big" >/dev/null
+bl2=$(( $(peek "$big" "$(peek "$big" 40 8)" 8) & 0x00fffffffffffe00 ))
+boff=$(( $(peek "$big" "$bl2" 8) & ((1 << 49) - 1) ))
+# appended after the last sector and pointed at by grain table entry 0
+bend=$(( (SSIZE + 511) / 512 * 512 ))
+cp "$S" vmdk-stream-bomb.vmdk
+dd if="$big" of="$work/bomb.deflate" bs=1 skip="$boff" count=4096 status=none
+poke vmdk-stream-bomb.vmdk "$bend" "$(le64 0)$(le32 $((2 + $(fsize "$work/bomb.deflate"))))789c"
+dd if="$work/bomb.deflate" of=vmdk-stream-bomb.vmdk bs=1 seek=$((bend + 14)) conv=notrunc status=none
+SGT=$(( $(peekle "$S" $(( $(peekle "$S" 56 8) * 512 )) 4) * 512 ))
+poke vmdk-stream-bomb.vmdk "$SGT" "$(le32 $((bend / 512)))"
+rm -f "$big"
+case_ vmdk-stream-bomb.vmdk ok bad "inflates|larger than|more than the grain|corrupt|past"
+for t in $((SG0 + 6)) $((SG1 + 20)); do
+    head -c "$t" "$S" > "vmdk-stream-trunc-$t.vmdk"
+    case_ "vmdk-stream-trunc-$t.vmdk" ok bad "past the end of the file|too short|truncated"
+done
+# without its footer and end-of-stream marker: the grain directory at the
+# start still describes every grain
+for t in $((SSIZE - 1024)) $((SSIZE - 512)); do
+    head -c "$t" "$S" > "vmdk-stream-trunc-$t.vmdk"
+    case_ "vmdk-stream-trunc-$t.vmdk" ok ok
+done
+
+# ---- vmdk: descriptor files -------------------------------------------------
+mkdir -p vdesc
+desc_head() { printf '# Disk DescriptorFile\nversion=1\nCID=12345678\nparentCID=ffffffff\ncreateType="%s"\n\n' "${1:-monolithicFlat}"; }
+# thousands of extents: past the limit, and at it (one file named 8000 times)
+{ desc_head; for ((i = 0; i < 10000; i++)); do echo 'RW 1 ZERO'; done; } > vdesc/extents-10000.vmdk
+case_ vdesc/extents-10000.vmdk bad bad "extents|too many"
+{ desc_head; printf 'RW 2048 ZERO\n'; head -c $((2 << 20)) /dev/zero | tr '\0' '#'; } > vdesc/desc-2m.vmdk
+case_ vdesc/desc-2m.vmdk bad bad "descriptor .*(large|long|MiB|bytes)|too large"
+head -c 512 /dev/zero | tr '\0' A > vdesc/one.raw
+{ desc_head; for ((i = 0; i < 8000; i++)); do echo 'RW 1 FLAT "one.raw" 0'; done; } > vdesc/extents-8000-flat.vmdk
+head -c $((8000 * 512)) /dev/zero | tr '\0' A > vdesc/extents-8000.raw   # (qemu-img takes minutes)
+case_ vdesc/extents-8000-flat.vmdk ok same vdesc/extents-8000.raw
+{ desc_head; printf 'RW 18446744073709551615 ZERO\n'; } > vdesc/extent-size-max.vmdk
+case_ vdesc/extent-size-max.vmdk bad bad "extent|size|sectors|too large"
+{ desc_head; printf 'RW 9223372036854775807 ZERO\nRW 9223372036854775807 ZERO\n'; } > vdesc/extent-sum-overflow.vmdk
+case_ vdesc/extent-sum-overflow.vmdk bad bad "extent|size|sectors|too large"
+{ desc_head; printf 'RW 2048 FLAT "one.raw" 99999999\n'; } > vdesc/flat-offset-past.vmdk
+case_ vdesc/flat-offset-past.vmdk bad bad "flat extent needs 1048576 bytes at offset 51199999488, but the file has only 512 bytes"
+{ desc_head; printf 'RW 2048 FLAT "one.raw" 0\n'; } > vdesc/flat-short.vmdk
+case_ vdesc/flat-short.vmdk bad bad "flat extent needs 1048576 bytes at offset 0, but the file has only 512 bytes"
+{ desc_head; printf 'RW 2048 BOGUS "one.raw"\n'; } > vdesc/type-bogus.vmdk
+case_ vdesc/type-bogus.vmdk bad bad "BOGUS"
+{ desc_head; printf 'RW abc ZERO\n'; } > vdesc/size-junk.vmdk
+case_ vdesc/size-junk.vmdk bad bad "abc|size|sectors|extent line"
+{ desc_head; printf 'RW 2048 FLAT "one.raw\n'; } > vdesc/quote-open.vmdk
+case_ vdesc/quote-open.vmdk bad bad "quote|extent line|\""
+# references: host files, folder escapes, protocols, loops
+mkdir -p vdesc/sub
+ln -sf /etc/passwd vdesc/sub/link-out
+printf 'x' > vdesc/secret.raw
+vref() {  # vref NAME EXTENT-FILE REGEX
+    { desc_head; printf 'RW 8 FLAT "%s" 0\n' "$2"; } > "vdesc/sub/$1.vmdk"
+    case_ "vdesc/sub/$1.vmdk" "${4:-ok}" bad "$3"
+}
+vref passwd /etc/passwd "refers to '/etc/passwd' .*outside the image's folder" bad
+vref dotdot ../secret.raw "refers to '../secret.raw' .*outside the image's folder" bad
+vref symlink link-out "refers to 'link-out' \(/etc/passwd\), outside the image's folder" bad
+vref nbd nbd://localhost/x "protocols and json: references are not supported" bad
+vref missing nothing-here.raw "refers to 'nothing-here.raw', which does not exist" bad
+# a delta disk naming itself as its parent, and two naming each other
+printf '# Disk DescriptorFile\nversion=1\nCID=1\nparentCID=1\ncreateType="monolithicFlat"\nparentFileNameHint="self.vmdk"\nRW 8 ZERO\n' \
+    > vdesc/self.vmdk
+case_ vdesc/self.vmdk ok bad "loop|own chain|itself"
+printf '# Disk DescriptorFile\nversion=1\nCID=1\nparentCID=2\ncreateType="monolithicFlat"\nparentFileNameHint="loop-b.vmdk"\nRW 8 ZERO\n' \
+    > vdesc/loop-a.vmdk
+printf '# Disk DescriptorFile\nversion=1\nCID=2\nparentCID=1\ncreateType="monolithicFlat"\nparentFileNameHint="loop-a.vmdk"\nRW 8 ZERO\n' \
+    > vdesc/loop-b.vmdk
+case_ vdesc/loop-a.vmdk ok bad "loop|own chain"
+printf '# Disk DescriptorFile\nversion=1\nCID=1\nparentCID=2\ncreateType="monolithicFlat"\nparentFileNameHint="/etc/passwd"\nRW 8 ZERO\n' \
+    > vdesc/sub/parent-passwd.vmdk
+case_ vdesc/sub/parent-passwd.vmdk ok bad "refers to '/etc/passwd' .*outside the image's folder"
+
+# ---- OVA ----------------------------------------------------------------------
+mkdir -p "$work/ova"
+printf '<?xml version="1.0"?>\n<Envelope/>\n' > "$work/ova/app.ovf"
+cp "$S" "$work/ova/disk1.vmdk"
+(cd "$work/ova" && tar --format=ustar -cf "$work/good.ova" app.ovf disk1.vmdk)
+OSIZE=$(fsize "$work/good.ova")
+# the disk's tar header is the second one: after app.ovf's header and data block
+DH=1024
+oct() { printf '%011o' "$1" | od -v -A n -t x1 | tr -d ' \n'; }
+# fix_sum FILE OFF: recompute a tar header's checksum
+fix_sum() {
+    local f=$1 off=$2 sum=0 b
+    poke "$f" $((off + 148)) 2020202020202020
+    for b in $(od -v -A n -t u1 -j "$off" -N 512 "$f"); do sum=$((sum + b)); done
+    poke "$f" $((off + 148)) "$(printf '%06o' $sum | od -v -A n -t x1 | tr -d ' \n')0020"
+}
+ova() {  # ova NAME INFO REGEX OFFSET HEX...
+    local name=ova-$1.ova info=$2 re=$3; shift 3
+    cp "$work/good.ova" "$name"
+    while [ $# -ge 2 ]; do poke "$name" "$1" "$2"; shift 2; done
+    fix_sum "$name" "$DH"
+    case_ "$name" "$info" bad "$re"
+}
+ova member-past bad "member .* runs past the end of the file|past the end" $((DH + 124)) "$(oct $((OSIZE * 4)))"
+ova member-size-max bad "member|size|past the end" $((DH + 124)) "$(printf '77777777777' | od -v -A n -t x1 | tr -d ' \n')"
+ova member-size-junk bad "member|size|octal|header" $((DH + 124)) "$(printf 'zzzzzzzzzzz' | od -v -A n -t x1 | tr -d ' \n')"
+cp "$work/good.ova" ova-bad-checksum.ova
+poke ova-bad-checksum.ova $((DH + 148)) 3030303030300020
+case_ ova-bad-checksum.ova bad bad "checksum"
+(cd "$work/ova" && tar --format=ustar -cf "$out/ova-no-disk.ova" app.ovf)
+case_ ova-no-disk.ova bad bad "no (VMDK|disk)|no .*vmdk"
+head -c $((OSIZE / 2)) "$work/good.ova" > ova-truncated.ova
+case_ ova-truncated.ova bad bad "past the end|truncated"
+# a descriptor inside the OVA whose extent is a host file
+{ desc_head; printf 'RW 8 FLAT "/etc/passwd" 0\n'; } > "$work/ova/disk1.vmdk"
+(cd "$work/ova" && tar --format=ustar -cf "$out/ova-extent-passwd.ova" app.ovf disk1.vmdk)
+case_ ova-extent-passwd.ova bad bad "refers to '/etc/passwd' .*outside the image's folder|cannot be followed|not allowed"
 
 rm -rf "$work"
 echo "$(wc -l < "$manifest") cases in $out"

@@ -39,5 +39,6 @@ dense_ab() {
 dense_ab
 
 [ -x "$TOP/bench/qcow2.sh" ] && "$TOP/bench/qcow2.sh"
+[ -x "$TOP/bench/vmdk.sh" ] && "$TOP/bench/vmdk.sh"
 [ -x "$TOP/bench/zerobench" ] && "$TOP/bench/zerobench" --quick
 exit 0

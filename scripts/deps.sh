@@ -6,7 +6,7 @@
 # As root it runs apt-get itself; otherwise it prints the exact command.
 set -eu
 build="gcc make pkg-config zlib1g-dev libzstd-dev liburing-dev"
-test="$build qemu-utils bzip2 util-linux diffutils"
+test="$build qemu-utils bzip2 util-linux diffutils tar python3"
 case "${1:-build}" in
     build) want=$build ;;
     test) want=$test ;;

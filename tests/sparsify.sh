@@ -5,6 +5,7 @@
 gen -s 21 -m 512 -M 2M $((48 * 1024 * 1024 + 1536)) "$T/src.raw"
 cp --sparse=never "$T/src.raw" "$T/dense.raw"
 cp --sparse=never "$T/src.raw" "$T/dig.raw"
+sync "$T/dense.raw" "$T/dig.raw"
 sum=$(sha1sum < "$T/dense.raw")
 before=$(alloc "$T/dense.raw")
 

@@ -123,8 +123,9 @@ struct bd_driver {
      * only when it succeeds (closed by close()). */
     int (*create)(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                   struct diag *d);
-    /* The buffer is 4 KiB aligned; after a write that ends the image, the
-     * buffer holds zeros up to the next 4 KiB boundary (O_DIRECT padding). */
+    /* `done` runs exactly once, also when the call fails.  The buffer is
+     * 4 KiB aligned; after a write that ends the image, the buffer holds
+     * zeros up to the next 4 KiB boundary (O_DIRECT padding). */
     int (*pwrite)(struct bd *bd, const void *buf, size_t len, uint64_t off,
                   ioq_done_fn done, void *opaque);
     /* Make [off, off+len) read as zeros (holes in a new image cost nothing). */

@@ -1,9 +1,12 @@
 #include "formats/registry.h"
 
 #include "formats/qcow2.h"
+#include "formats/vmdk.h"
 
 const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,
+    &bd_vmdk,
+    &bd_ova,
     &bd_raw,
     NULL,
 };

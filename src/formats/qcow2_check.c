@@ -25,6 +25,11 @@
 #include "util/endian.h"
 
 #define QCOW2_CHECK_MAX_CLUSTERS (16u << 20)   /* 32 MiB of counters */
+/* L2 entries one check may visit in all (each L1 table's L2 tables, and
+ * the copied-flag pass): 16 TiB of clusters mapped at 64 KiB.  A small
+ * file whose L1 entries (or snapshots) all name one big L2 table would
+ * otherwise make the check visit 2^40 entries. */
+#define QCOW2_CHECK_MAX_VISITS   (1ull << 28)
 #define L1_CHUNK 8192                          /* L1 entries read at a time */
 
 struct chk {
@@ -44,7 +49,21 @@ struct chk {
     uint8_t *rblock;
     uint64_t rblock_off;        /* offset of the block in rblock, 0 = none */
     uint64_t next_contiguous;   /* fragmentation: where the next data cluster would be */
+    uint64_t visits;            /* L2 entries visited so far */
 };
+
+/* Count one more L2 table to visit; false (and an error recorded) once the
+ * check has visited QCOW2_CHECK_MAX_VISITS entries. */
+static bool visit(struct chk *c)
+{
+    c->visits += c->h->l2_entries;
+    if (c->visits <= QCOW2_CHECK_MAX_VISITS)
+        return true;
+    diag_fail(c->q->bd.diag, -EFBIG, c->q->bd.filename, -1,
+              "the L1 tables name L2 tables with more than %llu entries in all (one "
+              "table named many times?); not checked", QCOW2_CHECK_MAX_VISITS);
+    return false;
+}
 
 #define WARN(c, ...) diag_warn((c)->q->bd.diag, (c)->q->bd.filename, -1, __VA_ARGS__)
 
@@ -186,7 +205,7 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
     chunk = malloc(L1_CHUNK * 8);
     if (!chunk)
         return diag_fail(c->q->bd.diag, -ENOMEM, c->q->bd.filename, -1, "out of memory");
-    for (uint32_t base = 0; base < l1_size; base += L1_CHUNK) {
+    for (uint32_t base = 0; base < l1_size && r == 0; base += L1_CHUNK) {
         uint32_t n = l1_size - base < L1_CHUNK ? l1_size - base : L1_CHUNK;
         if (read_zero_fill(c, chunk, (size_t)n * 8, l1_off + (uint64_t)base * 8) < 0) {
             WARN(c, "ERROR: I/O error in check_refcounts_l1");
@@ -212,6 +231,11 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
             }
             if (l2 >= c->file_size)
                 continue;   /* counted above as past the end; nothing to read */
+            if (!visit(c)) {
+                c->res->check_errors++;
+                r = -EFBIG;
+                break;
+            }
             check_l2(c, l2, frag);
         }
     }
@@ -415,8 +439,14 @@ static int check_copied(struct chk *c)
                      PRIx64 " refcount=%" PRIu64, base + i, e, rc);
                 c->res->corruptions++;
             }
-            if (l2 < c->file_size)
+            if (l2 < c->file_size) {
+                if (!visit(c)) {
+                    c->res->check_errors++;
+                    r = -EFBIG;
+                    break;
+                }
                 r = check_copied_l2(c, l2);
+            }
         }
     }
     free(chunk);

@@ -100,6 +100,11 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
             return r;
         *slot_off = l2off;
     }
+    if (qcow2_l2cache_zero(q->l2, *slot)) {
+        p->kind = QK_UNALLOC;
+        p->len = per_l2 - pos % per_l2;
+        return 0;
+    }
     uint64_t idx = (pos / cs) % h->l2_entries;
     const uint8_t *ep = *table + idx * h->l2_entry_bytes;
     uint64_t e = be64_get(ep);

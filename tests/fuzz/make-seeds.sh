@@ -13,6 +13,7 @@ command -v qemu-img >/dev/null || { echo "make-seeds: qemu-img missing" >&2; exi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 
 # a small disk: runs of random, text, zeros and holes
 disk() { rm -f "$tmp/$1"; "$genimg" -s "$2" -m 512 -M 8K "${3:-64K}" "$tmp/$1" >/dev/null; }

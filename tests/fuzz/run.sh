@@ -14,7 +14,7 @@
 set -u
 secs=${1:?usage: run.sh SECONDS [TARGET...]}
 shift
-top=$(cd "$(dirname "$0")/../.." && pwd)
+top=${FUZZ_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 bin=$top/build-fuzz/fuzz
 cd "$top"
 targets=("$@")

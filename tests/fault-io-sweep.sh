@@ -64,6 +64,22 @@ if [ $have_vmdk = 1 ]; then
     sweep sparse.vmdk qcow2
 fi
 
+# a streamOptimized vmdk read from a pipe (a reader thread inflates ahead)
+if [ $have_vmdk = 1 ]; then
+    DISKIMG_FAULT_STATS=$T/stats "$DISKIMG" convert -f vmdk -O qcow2 - "$T/o/out.qcow2" \
+        < "$T/in/src.vmdk" || fail "pipe: clean run failed"
+    same_content "$T/in/src.vmdk" "$T/o/out.qcow2"
+    rm -f "$T/o/out.qcow2"
+    read -r _ R _ W _ S _ P < "$T/stats"
+    for ((n = 1; n <= R; n++)); do
+        must_fail "pipe read $n/$R" "\(stdin\): read $ERR" DISKIMG_FAULT=read:$n:EIO -- \
+            sh -c 'exec "$1" convert -f vmdk -O qcow2 - "$2" < "$3"' sh "$DISKIMG" \
+            "$T/o/out.qcow2" "$T/in/src.vmdk"
+        empty_dir "$T/o" "pipe read $n"
+    done
+    echo "vmdk from a pipe: $R reads failed one by one"
+fi
+
 # -n: writing into an existing target; a failure exits 1 (the target stays,
 # but nothing reports it as a success)
 for fmt in raw qcow2; do

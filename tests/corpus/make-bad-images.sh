@@ -304,13 +304,18 @@ ref() {  # ref NAME BACKING FMT REGEX  (FMT "" = no backing format: probed)
 ref passwd /etc/passwd raw "refers to '/etc/passwd' .*outside the image's folder"
 ref passwd-probe /etc/passwd "" "refers to '/etc/passwd' .*outside the image's folder"
 ref dotdot ../secret.raw raw "refers to '../secret.raw' .*outside the image's folder"
-ref dotdot-deep ./../../../../../../../../etc/passwd raw "outside the image's folder"
+ref dotdot-deep ./../../../../../../../../../../../../../../../../etc/passwd raw "outside the image's folder"
 ref symlink link-out raw "refers to 'link-out' \(/etc/passwd\), outside the image's folder"
 ref nbd nbd://localhost:10809/x raw "protocols and json: references are not supported"
 ref json 'json:{"file.driver":"file","file.filename":"/etc/passwd"}' raw \
     "protocols and json: references are not supported"
 ref http http://example.com/x.img raw "protocols and json: references are not supported"
 ref missing does-not-exist.qcow2 qcow2 "refers to 'does-not-exist.qcow2', which does not exist"
+# a missing file outside the folder: "outside", not "does not exist" (an
+# image must not learn which host files exist)
+ref probe-missing /nonexistent/x raw "refers to '/nonexistent/x' \(/nonexistent/x\), outside the image's folder"
+ref probe-dotdot ../../../../../../../../../../../../../../nonexistent raw \
+    "refers to '(\.\./)+nonexistent' \(/nonexistent\), outside the image's folder"
 qemu-img create -q -f qcow2 -o cluster_size=4096,data_file=/etc/passwd refs/sub/datafile-passwd.qcow2 64K 2>/dev/null ||
     { qemu-img create -q -f qcow2 -o cluster_size=4096,data_file="$work/d.raw" refs/sub/datafile-passwd.qcow2 64K; }
 # name the data file /etc/passwd whatever qemu-img allowed

@@ -130,9 +130,12 @@ install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 755 diskimg $(DESTDIR)$(BINDIR)/diskimg
 	install -m 644 man/diskimg.1 $(DESTDIR)$(MANDIR)/man1/diskimg.1
+	install -D -m 644 scripts/diskimg-completion.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/diskimg
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/diskimg $(DESTDIR)$(MANDIR)/man1/diskimg.1
+	rm -f $(DESTDIR)$(BINDIR)/diskimg $(DESTDIR)$(MANDIR)/man1/diskimg.1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/diskimg
 
 clean:
 	rm -rf build build-asan build-fuzz diskimg bench/zerobench tests/out bench/out

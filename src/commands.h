@@ -9,5 +9,7 @@ int cmd_create(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_sparsify(int argc, char **argv);
+int cmd_map(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 #endif

@@ -16,6 +16,8 @@ static const struct command commands[] = {
     { "info", cmd_info },
     { "check", cmd_check },
     { "sparsify", cmd_sparsify },
+    { "map", cmd_map },
+    { "compare", cmd_compare },
 };
 
 static const char usage_text[] =
@@ -34,6 +36,11 @@ static const char usage_text[] =
     "                       verify an image's metadata (exit 2 corrupt, 3 leaks)\n"
     "  sparsify [--dry-run] [-S SIZE] IMG\n"
     "                       punch holes into the zero runs of a raw image, in place\n"
+    "  map      [-f FMT] [--output=human|json] [--start-offset N] [--max-length N]\n"
+    "           IMG\n"
+    "                       show which ranges hold data, zeros or nothing, and where\n"
+    "  compare  [-f FMT] [-F FMT] [-s] [-p] [-q] IMG1 IMG2\n"
+    "                       compare the guest content of two images\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

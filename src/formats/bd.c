@@ -102,6 +102,12 @@ int bd_open_bfile(struct bd **out, struct bfile *f, const struct bd_open_opts *o
         if (!drv)
             drv = &bd_raw;
     }
+    if (!drv->open) {
+        r = diag_fail(d, -ENOTSUP, f->path, -1, "reading %s images is not supported",
+                      drv->name);
+        bfile_close(f);
+        return r;
+    }
     r = drv->open(out, f, o, parent, d);
     if (r < 0)
         *out = NULL;
@@ -353,11 +359,12 @@ int bd_block_status(struct bd *bd, uint64_t off, uint64_t len,
             e->host = bd;
         if (e->flags & BD_ALLOCATED)
             return 0;
-        /* not decided by this layer: ask the backing file, or read zeros */
+        /* not decided by this layer: ask the backing file, or read zeros
+         * (a host offset the layer reports stays, as in qemu-img map: a
+         * qcow2 extended-L2 subcluster that is unallocated in an allocated
+         * cluster) */
         if (!bd->backing || off >= bd->backing->size) {
             e->flags = BD_ZERO;
-            e->host_offset = -1;
-            e->host = NULL;
             return 0;
         }
         len = e->len;

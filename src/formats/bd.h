@@ -43,8 +43,10 @@ struct kvopts;
 /* --- block status --------------------------------------------------------- */
 
 #define BD_DATA       0x1  /* holds bytes that must be read (may still be zeros) */
-#define BD_ZERO       0x2  /* reads as zeros (may be combined with BD_DATA for
-                              preallocated zero clusters) */
+#define BD_ZERO       0x2  /* reads as zeros; with a host_offset: a zero
+                              cluster that keeps its host cluster; with
+                              BD_DATA: stored bytes that are a file hole
+                              (metadata preallocation, vmdk flat extents) */
 #define BD_ALLOCATED  0x4  /* this layer decides the content (qemu "present") */
 #define BD_COMPRESSED 0x8  /* stored compressed (no usable host offset) */
 
@@ -54,6 +56,9 @@ struct bd_extent {
     int depth;              /* 0 = this image, 1 = its backing file, ... */
     int64_t host_offset;    /* where the bytes are in `host`, or -1 */
     const struct bd *host;  /* the layer whose file holds them, or NULL */
+    /* The file holding the bytes when it is not host->file (a vmdk extent
+     * file, a qcow2 external data file), else NULL. */
+    const struct bfile *host_file;
 };
 
 /* --- options --------------------------------------------------------------- */

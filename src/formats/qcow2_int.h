@@ -180,6 +180,8 @@ struct qcow2 {
     struct qcow2_snapshot *snaps;
     uint32_t nsnaps;
     uint64_t snapshots_size;        /* bytes of the snapshot table */
+
+    int prealloc;                   /* qcow2_metadata_prealloc(): 0 not yet known */
 };
 
 static inline struct qcow2 *to_qcow2(struct bd *bd)
@@ -191,6 +193,10 @@ static inline struct qcow2 *to_qcow2(struct bd *bd)
 int qcow2_read_snapshots(struct qcow2 *q);
 /* Select the snapshot named by `spec` (NAME, snapshot.name=, snapshot.id=). */
 int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
+
+/* qcow2_prealloc.c: does the image look metadata-preallocated, by qemu's
+ * rule (decides file holes under data clusters are reported as zeros) */
+bool qcow2_metadata_prealloc(struct qcow2 *q);
 
 /* qcow2_read.c */
 int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t loaded);

@@ -125,7 +125,7 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
     }
     if (!d.extended) {
         p->kind = d.kind;
-        p->host = d.host + in;
+        p->host = d.kind == QK_UNALLOC ? 0 : d.host + in;
         p->len = cs - in;
         return 0;
     }
@@ -135,7 +135,8 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
     p->kind = qcow2_l2e_subcluster(&d, sc);
     while (end < QCOW2_SUBCLUSTERS && qcow2_l2e_subcluster(&d, end) == p->kind)
         end++;
-    p->host = d.host + in;
+    /* unallocated subclusters of an allocated cluster keep its host offset */
+    p->host = d.host ? d.host + in : 0;
     p->len = (uint64_t)end * scs - in;
     return 0;
 }
@@ -166,6 +167,9 @@ static int map(struct qcow2 *q, uint64_t off, uint64_t len, bool one_cluster,
                 break;
             if ((p.kind == QK_DATA || p.kind == QK_ZERO_ALLOC) &&
                 p.host != run->host + run->len)
+                break;
+            if (p.kind == QK_UNALLOC && (!p.host != !run->host ||
+                                         (p.host && p.host != run->host + run->len)))
                 break;
             if (p.kind == QK_COMPRESSED && one_cluster)
                 break;
@@ -222,18 +226,24 @@ int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exte
     switch (run.kind) {
     case QK_UNALLOC:
         e->flags = 0;
+        if (run.host)   /* extended L2: the cluster's host offset (qemu shows it) */
+            e->host_offset = (int64_t)run.host;
         break;
     case QK_ZERO:
         e->flags = BD_ALLOCATED | BD_ZERO;
         break;
     case QK_ZERO_ALLOC:
-        e->flags = BD_ALLOCATED | BD_ZERO | BD_DATA;
+        /* zeros; the host cluster stays reserved (qemu: zero, offset, no data) */
+        e->flags = BD_ALLOCATED | BD_ZERO;
         e->host_offset = (int64_t)run.host;
         break;
     case QK_DATA:
         e->flags = BD_ALLOCATED | BD_DATA;
         e->host_offset = (int64_t)run.host;
-        if (host_hole(q->data ? q->data : bd->file, run.host, &e->len))
+        /* file holes under data clusters are zeros for qemu only in images
+         * it takes for metadata-preallocated */
+        if (qcow2_metadata_prealloc(q) &&
+            host_hole(q->data ? q->data : bd->file, run.host, &e->len))
             e->flags |= BD_ZERO;
         break;
     case QK_COMPRESSED:

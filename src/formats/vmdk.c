@@ -442,10 +442,14 @@ static int vmdk_block_status(struct bd *bd, uint64_t off, uint64_t len, struct b
     case VMDK_EXT_FLAT:
     case VMDK_EXT_VMFS:
         flat_block_status(x, x->flat_off + (off - x->start), n, e);
-        if (x->file == bd->file && (e->flags & BD_DATA)) {
-            e->host_offset = (int64_t)(x->flat_off + (off - x->start));
-            e->host = bd;
-        }
+        /* as qemu-img map: every range of a flat extent is data at its
+         * offset in the extent file; the file's holes are data reading as
+         * zeros */
+        e->flags |= BD_DATA;
+        e->host_offset = (int64_t)(x->flat_off + (off - x->start));
+        e->host = bd;
+        if (x->file != bd->file)
+            e->host_file = x->file;
         return 0;
     default:
         return vmdk_sparse_block_status(v, x, off, n, e);

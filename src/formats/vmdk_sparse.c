@@ -425,7 +425,7 @@ int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off
     uint64_t end = rel + len;
     uint64_t g = rel / x->grain_bytes;
     uint64_t pos = rel;
-    bool started = false, contiguous = true;
+    bool started = false;
     enum gkind kind = G_UNALLOC;
     uint64_t host0 = 0;
     struct gref refs[BATCH];
@@ -474,7 +474,7 @@ int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off
                 goto done;
             } else if (kind == G_DATA &&
                        refs[i].off != host0 + (g * x->grain_bytes - rel)) {
-                contiguous = false;
+                goto done;  /* a run of data has one host offset */
             }
             pos = gend < end ? gend : end;
         }
@@ -482,9 +482,11 @@ int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off
 done:
     e->len = pos - rel;
     e->flags = kind_flags(kind);
-    if (kind == G_DATA && contiguous && x->file == v->bd.file) {
+    if (kind == G_DATA) {
         e->host_offset = (int64_t)host0;
         e->host = &v->bd;
+        if (x->file != v->bd.file)
+            e->host_file = x->file;    /* an extent file of a descriptor */
     }
     return 0;
 }

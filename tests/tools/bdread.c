@@ -91,7 +91,9 @@ static int do_map(void)
                       : (e.flags & BD_DATA) ? "data" : "zero";
         printf("%llu %llu %s %d\n", (unsigned long long)off, (unsigned long long)e.len,
                k, e.depth);
-        if (e.flags & BD_DATA)
+        /* bytes with a host cluster: data, and zeros that keep theirs */
+        if ((e.flags & BD_DATA) ||
+            ((e.flags & BD_ZERO) && (e.flags & BD_ALLOCATED) && e.host_offset >= 0))
             alloc += e.len;
         off += e.len;
         n++;

@@ -196,7 +196,7 @@ int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
 
 /* qcow2_prealloc.c: does the image look metadata-preallocated, by qemu's
  * rule (decides file holes under data clusters are reported as zeros) */
-bool qcow2_metadata_prealloc(struct qcow2 *q);
+int qcow2_metadata_prealloc(struct qcow2 *q);   /* 1, 0, or -errno */
 
 /* qcow2_read.c */
 int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t loaded);

@@ -237,15 +237,18 @@ int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exte
         e->flags = BD_ALLOCATED | BD_ZERO;
         e->host_offset = (int64_t)run.host;
         break;
-    case QK_DATA:
+    case QK_DATA: {
         e->flags = BD_ALLOCATED | BD_DATA;
         e->host_offset = (int64_t)run.host;
         /* file holes under data clusters are zeros for qemu only in images
          * it takes for metadata-preallocated */
-        if (qcow2_metadata_prealloc(q) &&
-            host_hole(q->data ? q->data : bd->file, run.host, &e->len))
+        int pre = qcow2_metadata_prealloc(q);
+        if (pre < 0)
+            return pre;
+        if (pre && host_hole(q->data ? q->data : bd->file, run.host, &e->len))
             e->flags |= BD_ZERO;
         break;
+    }
     case QK_COMPRESSED:
         e->flags = BD_ALLOCATED | BD_DATA | BD_COMPRESSED;
         break;

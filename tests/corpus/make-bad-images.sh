@@ -107,6 +107,12 @@ h bfs-max "backing file name of 4294967295 bytes is too long" 8 "$(be64 2048)" 1
 for v in 0 1 8 22 31 32 63 64 4294967295; do
     h cbits-$v "cluster_bits $v is out of range 9..21" 20 "$(be32 $v)"
 done
+# cluster_bits within range, but not the image's: its tables no longer fit
+h cbits-9 "L1 table has 1 entries, but the virtual size 262144 needs 8" 20 "$(be32 9)"
+h cbits-21 "L1 table offset 0x[0-9a-f]+ is not aligned to the cluster size" 20 "$(be32 21)"
+hok bfs-0 8 "$(be64 2048)" 16 "$(be32 0)"     # an empty backing file name: none
+hok corrupt-bit 79 02                          # read-only use of a "corrupt" image is allowed
+hok refcount-order-6 96 "$(be32 6)"
 # virtual size
 hok size-0 24 "$(be64 0)"
 hok size-1 24 "$(be64 1)"

@@ -20,6 +20,13 @@ ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Isrc -D_FILE_OFFSET_BI
               -DDISKIMG_VERSION='"$(VERSION)"' -pthread -MMD -MP
 LIBS    := $(PKG_LIBS) -lpthread -lm
 
+# FUZZ=1 (make fuzz): clang, libFuzzer instrumentation + ASan/UBSan everywhere.
+ifeq ($(FUZZ),1)
+ALL_CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+              -fno-omit-frame-pointer
+LDFLAGS    += -fsanitize=address,undefined
+endif
+
 ifeq ($(SANITIZE),1)
 ALL_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS    += -fsanitize=address,undefined
@@ -32,8 +39,11 @@ UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS_SRC := $(sort $(wildcard tests/tools/*.c))
 TOOLS_BIN := $(TOOLS_SRC:tests/tools/%.c=$(BUILD)/tools/%)
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_SECONDS ?= 60
 
-.PHONY: all clean clean-demo demo check test unit deps deps-test install uninstall bench asan fuzz
+.PHONY: all clean clean-demo demo check test unit deps deps-test install uninstall bench asan fuzz fuzz-targets
 
 all: diskimg
 
@@ -61,7 +71,19 @@ $(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libdiskimg.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdiskimg.a $(LIBS)
 
-unit: $(UNIT_BIN) $(TOOLS_BIN)
+# Fuzz targets: libFuzzer binaries with FUZZ=1, otherwise plain programs
+# that run the target on the files they are given (regression replay).
+ifeq ($(FUZZ),1)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/walk.c $(BUILD)/libdiskimg.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -Itests/fuzz -o $@ $< tests/fuzz/walk.c $(BUILD)/libdiskimg.a $(LIBS)
+else
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/walk.c tests/fuzz/standalone_main.c $(BUILD)/libdiskimg.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -DFUZZ_STANDALONE -Itests/fuzz -o $@ $< tests/fuzz/walk.c tests/fuzz/standalone_main.c $(BUILD)/libdiskimg.a $(LIBS)
+endif
+
+unit: $(UNIT_BIN) $(TOOLS_BIN) $(FUZZ_BIN)
 
 # Installs missing Debian packages when run as root, prints the apt-get line otherwise.
 deps:
@@ -83,6 +105,15 @@ check: deps-test
 	@tests/run.sh
 
 BUILD_ASAN_TARGETS = build-asan/diskimg unit
+
+# Each fuzz target for FUZZ_SECONDS (default 60) in build-fuzz/ (clang with
+# libFuzzer: scripts/deps.sh fuzz); crashes are left in build-fuzz/findings/.
+fuzz:
+	@scripts/deps.sh fuzz
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang FUZZ=1 OPT=-O1 fuzz-targets
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-targets: $(FUZZ_BIN)
 
 # The suite against the default build only.
 test: all unit

@@ -2,6 +2,7 @@
 # Installs the Debian packages diskimg needs, when they are missing.
 #   scripts/deps.sh build   compiler, make, pkg-config, zlib, libzstd, liburing
 #   scripts/deps.sh test    the above plus qemu-utils (the test oracle) and tools
+#   scripts/deps.sh fuzz    the above plus clang with libFuzzer (make fuzz)
 # As root it runs apt-get itself; otherwise it prints the exact command.
 set -eu
 build="gcc make pkg-config zlib1g-dev libzstd-dev liburing-dev"
@@ -10,7 +11,8 @@ case "${1:-build}" in
     build) want=$build ;;
     test) want=$test ;;
     bench) want="$test hyperfine" ;;
-    *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+    fuzz) want="$test clang libclang-rt-14-dev" ;;
+    *) echo "usage: $0 build|test|bench|fuzz" >&2; exit 2 ;;
 esac
 missing=
 for p in $want; do

@@ -154,6 +154,44 @@ static bool is_protocol(const char *ref)
     return colon > ref + 1;
 }
 
+/* `p` (absolute) with "//", "." and ".." resolved as text, in place;
+ * ".." at the root stays at the root. */
+static void lexical_normalize(char *p)
+{
+    char *out = p;          /* p[0] is '/' */
+    const char *in = p;
+
+    while (*in) {
+        while (*in == '/')
+            in++;
+        if (!*in)
+            break;
+        const char *end = strchr(in, '/');
+        size_t n = end ? (size_t)(end - in) : strlen(in);
+        if (n == 1 && in[0] == '.') {
+            /* skip */
+        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
+            while (out > p && *--out != '/')
+                ;
+        } else {
+            *out++ = '/';
+            memmove(out, in, n);
+            out += n;
+        }
+        in += n;
+    }
+    if (out == p)
+        *out++ = '/';
+    *out = '\0';
+}
+
+static bool inside_folder(const char *path, const char *folder)
+{
+    size_t fl = strlen(folder);
+    return strncmp(path, folder, fl) == 0 &&
+           (path[fl] == '/' || (fl == 1 && folder[0] == '/'));
+}
+
 int bd_resolve_ref(struct bd *from, const char *ref, char **path)
 {
     const struct bd_open_opts *o = from->opts;
@@ -192,6 +230,25 @@ int bd_resolve_ref(struct bd *from, const char *ref, char **path)
         r = diag_fail(d, -ENOMEM, fpath, -1, "out of memory");
         goto out;
     }
+    if (!(o && o->allow_external)) {
+        /* Outside as written: refused before the file system is asked, so
+         * that an image cannot learn which host files exist from the
+         * messages ("does not exist" / "outside"). */
+        char *lex = strdup(joined);
+        if (!lex) {
+            r = diag_fail(d, -ENOMEM, fpath, -1, "out of memory");
+            goto out;
+        }
+        lexical_normalize(lex);
+        if (!inside_folder(lex, folder)) {
+            r = diag_fail(d, -EPERM, fpath, -1,
+                          "refers to '%s' (%s), outside the image's folder %s; "
+                          "pass --allow-external to follow it", ref, lex, folder);
+            free(lex);
+            goto out;
+        }
+        free(lex);
+    }
     real = realpath(joined, NULL);
     if (!real) {
         r = -errno;
@@ -203,10 +260,7 @@ int bd_resolve_ref(struct bd *from, const char *ref, char **path)
         goto out;
     }
     if (!(o && o->allow_external)) {
-        size_t fl = strlen(folder);
-        bool inside = strncmp(real, folder, fl) == 0 &&
-                      (real[fl] == '/' || (fl == 1 && folder[0] == '/'));
-        if (!inside) {
+        if (!inside_folder(real, folder)) {
             r = diag_fail(d, -EPERM, fpath, -1,
                           "refers to '%s' (%s), outside the image's folder %s; "
                           "pass --allow-external to follow it", ref, real, folder);

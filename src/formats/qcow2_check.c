@@ -60,6 +60,19 @@ int qcow2_chk_grow(struct chk *c, uint64_t n)
     return 0;
 }
 
+/* Count one more L2 table to visit; false (and an error recorded) once the
+ * check has visited QCOW2_CHECK_MAX_VISITS entries. */
+static bool visit(struct chk *c)
+{
+    c->visits += c->h->l2_entries;
+    if (c->visits <= QCOW2_CHECK_MAX_VISITS)
+        return true;
+    diag_fail(c->q->bd.diag, -EFBIG, c->q->bd.filename, -1,
+              "the L1 tables name L2 tables with more than %llu entries in all (one "
+              "table named many times?); not checked", QCOW2_CHECK_MAX_VISITS);
+    return false;
+}
+
 /* Read up to len bytes at off; past the end of the file reads as zeros
  * (as qemu's block layer does), so a check can go on past a bad pointer. */
 static int read_zero_fill(struct chk *c, void *buf, size_t len, uint64_t off)
@@ -217,7 +230,7 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
     chunk = malloc(L1_CHUNK * 8);
     if (!chunk)
         return diag_fail(c->q->bd.diag, -ENOMEM, c->q->bd.filename, -1, "out of memory");
-    for (uint32_t base = 0; base < l1_size; base += L1_CHUNK) {
+    for (uint32_t base = 0; base < l1_size && r == 0; base += L1_CHUNK) {
         uint32_t n = l1_size - base < L1_CHUNK ? l1_size - base : L1_CHUNK;
         if (read_zero_fill(c, chunk, (size_t)n * 8, l1_off + (uint64_t)base * 8) < 0) {
             WARN(c, "ERROR: I/O error in check_refcounts_l1");
@@ -243,6 +256,11 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
             }
             if (l2 >= c->file_size)
                 continue;   /* counted above as past the end; nothing to read */
+            if (!visit(c)) {
+                c->res->check_errors++;
+                r = -EFBIG;
+                break;
+            }
             check_l2(c, l2, frag);
         }
     }
@@ -526,8 +544,14 @@ static int check_copied(struct chk *c)
                     c->res->corruptions_fixed++;
                 }
             }
-            if (l2 < c->file_size)
+            if (l2 < c->file_size) {
+                if (!visit(c)) {
+                    c->res->check_errors++;
+                    r = -EFBIG;
+                    break;
+                }
                 r = check_copied_l2(c, l2, repair);
+            }
         }
     }
     free(chunk);

@@ -10,6 +10,11 @@
 #include "formats/qcow2_int.h"
 
 #define QCOW2_CHECK_MAX_CLUSTERS (16u << 20)   /* 32 MiB of counters */
+/* L2 entries one check may visit in all (each L1 table's L2 tables, and
+ * the copied-flag pass): 16 TiB of clusters mapped at 64 KiB.  A small
+ * file whose L1 entries (or snapshots) all name one big L2 table would
+ * otherwise make the check visit 2^40 entries. */
+#define QCOW2_CHECK_MAX_VISITS   (1ull << 28)
 
 struct chk {
     struct qcow2 *q;
@@ -31,6 +36,7 @@ struct chk {
     uint8_t *rblock;
     uint64_t rblock_off;        /* offset of the block in rblock, 0 = none */
     uint64_t next_contiguous;   /* fragmentation: where the next data cluster would be */
+    uint64_t visits;            /* L2 entries visited so far */
     bool rebuild;               /* the refcount structure must be rebuilt */
     /* repair */
     bool writing;               /* the image has been marked dirty for repair */

@@ -64,6 +64,12 @@ int qcow2_l2cache_get(struct qcow2_l2cache *c, uint64_t off, const uint8_t **tab
                       int *slot);
 void qcow2_l2cache_put(struct qcow2_l2cache *c, int slot);
 
+/* Whether the pinned table in `slot` is all zeros (every entry
+ * unallocated): lets a walk skip its whole range at once, so that an L1
+ * table whose entries all name one empty L2 table costs one step per L1
+ * entry, not one per L2 entry. */
+bool qcow2_l2cache_zero(struct qcow2_l2cache *c, int slot);
+
 /* Tables read from the file so far (tests: the cache is used and bounded). */
 uint64_t qcow2_l2cache_misses(struct qcow2_l2cache *c);
 unsigned qcow2_l2cache_slots(struct qcow2_l2cache *c);
@@ -190,7 +196,7 @@ int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
 
 /* qcow2_prealloc.c: does the image look metadata-preallocated, by qemu's
  * rule (decides file holes under data clusters are reported as zeros) */
-bool qcow2_metadata_prealloc(struct qcow2 *q);
+int qcow2_metadata_prealloc(struct qcow2 *q);   /* 1, 0, or -errno */
 
 /* qcow2_read.c */
 int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t loaded);

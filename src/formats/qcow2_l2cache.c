@@ -15,6 +15,7 @@
 #include "formats/qcow2_int.h"
 #include "io/bfile.h"
 #include "util/diag.h"
+#include "zerodetect/zerodetect.h"
 
 #define MIN_SLOTS 4
 #define MAX_SLOTS 256
@@ -24,6 +25,7 @@ struct l2slot {
     uint8_t *data;
     unsigned pins;
     bool loading;
+    bool zero;           /* every entry is 0 (unallocated) */
     uint64_t used;       /* LRU stamp */
 };
 
@@ -122,6 +124,7 @@ static int load(struct qcow2_l2cache *c, struct l2slot *s, uint64_t off)
         return r;
     /* a table cut by the end of the file: the rest reads as zeros */
     memset(s->data + got, 0, c->table_size - got);
+    s->zero = buffer_is_zero(s->data, c->table_size);
     return 0;
 }
 
@@ -177,6 +180,12 @@ void qcow2_l2cache_put(struct qcow2_l2cache *c, int slot)
     if (--c->slots[slot].pins == 0)
         pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+}
+
+bool qcow2_l2cache_zero(struct qcow2_l2cache *c, int slot)
+{
+    /* set while the slot was loading; stable while the caller pins it */
+    return c->slots[slot].zero;
 }
 
 uint64_t qcow2_l2cache_misses(struct qcow2_l2cache *c)

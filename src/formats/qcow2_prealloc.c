@@ -12,7 +12,8 @@
  * `compare -s` identical to qemu-img's.
  *
  * Every refcount block read is checked to lie inside the file; a table or
- * block that cannot be read means "not preallocated", as in qemu.
+ * block outside the file means "not preallocated", as in qemu.  A read
+ * that fails (EIO) is an error like any other read of the image.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -36,7 +37,8 @@ static uint64_t refcount_at(const uint8_t *block, uint64_t i, uint32_t bits)
     }
 }
 
-static bool detect(struct qcow2 *q)
+/* 1 preallocated, 0 not, or a negative errno (a read failed). */
+static int detect(struct qcow2 *q)
 {
     const struct qcow2_header *h = &q->h;
     struct bfile *f = q->bd.file;
@@ -48,26 +50,31 @@ static bool detect(struct qcow2 *q)
     uint64_t table_entries = (uint64_t)h->refcount_table_clusters * cs / 8;
     uint64_t count = 0;
     uint8_t *block;
+    int r = 0;
 
     if (threshold < real_clusters + 2)
         threshold = real_clusters + 2;
     if (f->kind != BFILE_REGULAR || !(block = malloc(cs)))
-        return false;
+        return 0;
     for (uint64_t ti = 0; ti < table_entries && ti * per_block < end_cluster &&
                           count < threshold; ti++) {
         uint8_t e[8];
         uint64_t where = h->refcount_table_offset + ti * 8;
-        if (where + 8 > q->file_size || bfile_pread(f, e, 8, where) < 0) {
+        if (where + 8 > q->file_size) {
             count = 0;
             break;
         }
+        if ((r = bfile_pread(f, e, 8, where)) < 0)
+            break;
         uint64_t boff = be64_get(e) & QCOW2_REFT_OFFSET_MASK;
         if (boff == 0)
             continue;
-        if (boff % cs || boff + cs > q->file_size || bfile_pread(f, block, cs, boff) < 0) {
+        if (boff % cs || boff + cs > q->file_size) {
             count = 0;
             break;
         }
+        if ((r = bfile_pread(f, block, cs, boff)) < 0)
+            break;
         uint64_t n = end_cluster - ti * per_block;
         if (n > per_block)
             n = per_block;
@@ -75,15 +82,20 @@ static bool detect(struct qcow2 *q)
             count += refcount_at(block, i, h->refcount_bits) != 0;
     }
     free(block);
+    if (r < 0)
+        return r;
     return count >= threshold;   /* qemu: cluster_count >= threshold */
 }
 
-bool qcow2_metadata_prealloc(struct qcow2 *q)
+int qcow2_metadata_prealloc(struct qcow2 *q)
 {
     /* decided once; two threads deciding at the same time agree */
     int s = __atomic_load_n(&q->prealloc, __ATOMIC_ACQUIRE);
     if (s == 0) {
-        s = detect(q) ? 2 : 1;
+        int r = detect(q);
+        if (r < 0)
+            return r;
+        s = r ? 2 : 1;
         __atomic_store_n(&q->prealloc, s, __ATOMIC_RELEASE);
     }
     return s == 2;

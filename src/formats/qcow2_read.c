@@ -100,6 +100,11 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
             return r;
         *slot_off = l2off;
     }
+    if (qcow2_l2cache_zero(q->l2, *slot)) {
+        p->kind = QK_UNALLOC;
+        p->len = per_l2 - pos % per_l2;
+        return 0;
+    }
     uint64_t idx = (pos / cs) % h->l2_entries;
     const uint8_t *ep = *table + idx * h->l2_entry_bytes;
     uint64_t e = be64_get(ep);
@@ -232,15 +237,18 @@ int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exte
         e->flags = BD_ALLOCATED | BD_ZERO;
         e->host_offset = (int64_t)run.host;
         break;
-    case QK_DATA:
+    case QK_DATA: {
         e->flags = BD_ALLOCATED | BD_DATA;
         e->host_offset = (int64_t)run.host;
         /* file holes under data clusters are zeros for qemu only in images
          * it takes for metadata-preallocated */
-        if (qcow2_metadata_prealloc(q) &&
-            host_hole(q->data ? q->data : bd->file, run.host, &e->len))
+        int pre = qcow2_metadata_prealloc(q);
+        if (pre < 0)
+            return pre;
+        if (pre && host_hole(q->data ? q->data : bd->file, run.host, &e->len))
             e->flags |= BD_ZERO;
         break;
+    }
     case QK_COMPRESSED:
         e->flags = BD_ALLOCATED | BD_DATA | BD_COMPRESSED;
         break;

@@ -44,6 +44,12 @@ int vmdk_table_budget(struct vmdk *v, const struct vmdk_extent *x, uint64_t byte
 
 /* Read and check a grain directory.  With `quiet`, a directory that does
  * not fit the file is refused (-EINVAL) without recording why. */
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, uint32_t n,
                    bool quiet)
 {
@@ -85,6 +91,34 @@ static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, ui
                              (unsigned long long)gto, (unsigned long long)x->file_size);
         }
         x->gd[i] = e;
+    }
+    /* Two entries naming one grain table: never written by any tool, and a
+     * 16 MiB directory whose 4M entries all name one table would make a
+     * walk read that table 4M times.  Sorted copy in `raw`. */
+    uint32_t *sorted = (uint32_t *)raw, m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (x->gd[i])
+            sorted[m++] = x->gd[i];
+    qsort(sorted, m, sizeof(*sorted), u32_cmp);
+    for (uint32_t i = 1; i < m; i++) {
+        if (sorted[i] != sorted[i - 1])
+            continue;
+        uint32_t a = UINT32_MAX, b = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            if (x->gd[j] != sorted[i])
+                continue;
+            if (a == UINT32_MAX) {
+                a = j;
+            } else {
+                b = j;
+                break;
+            }
+        }
+        uint64_t gto = (uint64_t)sorted[i] * VMDK_SECTOR;
+        free(raw);
+        return diag_fail(d, -EINVAL, x->name, (int64_t)(off + 4 * (uint64_t)b),
+                         "grain directory entries %u and %u both point to the grain table "
+                         "at offset %llu", a, b, (unsigned long long)gto);
     }
     free(raw);
     return 0;
@@ -249,12 +283,19 @@ static int check_gt(struct vmdk *v, const struct vmdk_extent *x, uint32_t gd_idx
         uint64_t off = (uint64_t)e * VMDK_SECTOR;
         uint64_t need = x->compressed ? (x->markers ? VMDK_GRAIN_HDR : 1)
                                       : grain_extent_bytes(x, g);
-        if (off >= x->file_size || need > x->file_size - off)
+        if (off >= x->file_size)
             return diag_fail(D(v), -EINVAL, x->name, (int64_t)(gt_off + 4 * (uint64_t)i),
                              "grain table entry for LBA %llu points to offset %llu, past "
                              "the end of the file (%llu bytes)",
                              (unsigned long long)(g * x->grain_bytes / VMDK_SECTOR),
                              (unsigned long long)off, (unsigned long long)x->file_size);
+        if (need > x->file_size - off)
+            return diag_fail(D(v), -EINVAL, x->name, (int64_t)(gt_off + 4 * (uint64_t)i),
+                             "grain table entry for LBA %llu points to offset %llu, whose "
+                             "%llu bytes run past the end of the file (%llu bytes)",
+                             (unsigned long long)(g * x->grain_bytes / VMDK_SECTOR),
+                             (unsigned long long)off, (unsigned long long)need,
+                             (unsigned long long)x->file_size);
     }
     return 0;
 }
@@ -310,6 +351,23 @@ static int scan_cmp(const void *a, const void *b)
     uint64_t ga = ((const struct vmdk_grain_loc *)a)->grain;
     uint64_t gb = ((const struct vmdk_grain_loc *)b)->grain;
     return ga < gb ? -1 : ga > gb;
+}
+
+/* The first grain >= g that scanning found, or a grain past the extent. */
+static uint64_t scan_next(const struct vmdk_extent *x, uint64_t g)
+{
+    size_t lo = 0, hi = x->n_scan;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->scan[mid].grain < g)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < x->n_scan)
+        return x->scan[lo].grain;
+    return x->len / x->grain_bytes + 1;
 }
 
 /* Up to `max` grains from `g` on (stopping at the end of a grain table and
@@ -393,6 +451,22 @@ int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off
             uint64_t tend = g * x->grain_bytes;
             pos = tend < end ? tend : end;
             continue;
+        }
+        if (x->scan) {
+            /* grains found by scanning: skip to the next one at once, so
+             * that a huge capacity with few grains is not walked grain by
+             * grain */
+            uint64_t next = scan_next(x, g);
+            if (next > g) {
+                if (started && kind != G_UNALLOC)
+                    break;
+                started = true;
+                kind = G_UNALLOC;
+                g = next;
+                uint64_t tend = g * x->grain_bytes;
+                pos = tend < end ? tend : end;
+                continue;
+            }
         }
         int r = grains_get(v, x, g, BATCH, refs, &n);
         if (r < 0)

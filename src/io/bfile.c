@@ -387,12 +387,17 @@ int bfile_sync(struct bfile *f)
 {
     if (f->fd < 0 || f->kind == BFILE_STREAM)
         return 0;
-    int inj = fault_inject(FAULT_SYNC, NULL);
-    if (inj < 0)
-        return diag_errno(f->diag, inj, f->path, -1, "fsync failed");
-    if (fsync(f->fd) < 0)
-        return diag_errno(f->diag, -errno, f->path, -1, "fsync failed");
-    return 0;
+    for (;;) {
+        /* an interrupted fsync (NFS, FUSE; or injected) is retried */
+        int r = fault_inject(FAULT_SYNC, NULL);
+        if (r == 0 && fsync(f->fd) < 0)
+            r = -errno;
+        if (r == -EINTR)
+            continue;
+        if (r < 0)
+            return diag_errno(f->diag, r, f->path, -1, "fsync failed");
+        return 0;
+    }
 }
 
 int bfile_refresh_size(struct bfile *f)

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static struct fault_rule rules[FAULT_MAX_RULES];
 static int nrules;
+static const char *stats_path;
 static atomic_ulong calls[FAULT_NOPS];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* Set after an injected EINTR/EAGAIN: the next call of that kind on this
@@ -81,13 +83,24 @@ static int parse_rule(const char *s, size_t len, struct fault_rule *r, char *why
         r->zero = true;
         return 0;
     }
+    if (strncmp(what, "delay", 5) == 0) {
+        errno = 0;
+        unsigned long ms = (what[5] >= '0' && what[5] <= '9') ? strtoul(what + 5, &end, 10) : 0;
+        if (ms == 0 || ms > 60000 || errno || *end) {
+            snprintf(why, why_len, "rule '%.*s': '%s' is not delayMS with MS from 1 to 60000",
+                     (int)len, s, what);
+            return -EINVAL;
+        }
+        r->delay_ms = (unsigned)ms;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++) {
         if (strcmp(what, errnames[i].name) == 0) {
             r->err = -errnames[i].err;
             return 0;
         }
     }
-    snprintf(why, why_len, "rule '%.*s': '%s' is not a known errno name, 'short' or 'zero'",
+    snprintf(why, why_len, "rule '%.*s': '%s' is not a known errno name, 'short', 'zero' or 'delayMS'",
              (int)len, s, what);
     return -EINVAL;
 }
@@ -116,8 +129,20 @@ int fault_parse(const char *spec, struct fault_rule *out, int max, char *why,
     }
 }
 
+static void write_stats(void)
+{
+    FILE *f = fopen(stats_path, "w");
+    if (!f)
+        return;
+    fprintf(f, "read %lu write %lu sync %lu punch %lu\n", atomic_load(&calls[FAULT_READ]),
+            atomic_load(&calls[FAULT_WRITE]), atomic_load(&calls[FAULT_SYNC]),
+            atomic_load(&calls[FAULT_PUNCH]));
+    fclose(f);
+}
+
 static void load_rules(void)
 {
+    static bool stats_registered;
     char why[256];
     const char *env = getenv("DISKIMG_FAULT");
     int n = fault_parse(env, rules, FAULT_MAX_RULES, why, sizeof(why));
@@ -128,6 +153,13 @@ static void load_rules(void)
         abort();
     }
     nrules = n;
+    stats_path = getenv("DISKIMG_FAULT_STATS");
+    if (stats_path && !*stats_path)
+        stats_path = NULL;
+    if (stats_path && !stats_registered) {
+        stats_registered = true;
+        atexit(write_stats);
+    }
 }
 
 void fault_reset(void)
@@ -144,7 +176,7 @@ void fault_reset(void)
 int fault_active(void)
 {
     pthread_once(&once, load_rules);
-    return nrules > 0;
+    return nrules > 0 || stats_path;
 }
 
 int fault_inject(enum fault_op op, size_t *len)
@@ -164,6 +196,12 @@ int fault_inject(enum fault_op op, size_t *len)
             retry_pass[op] = true;
         if (r->err)
             return r->err;
+        if (r->delay_ms) {
+            struct timespec ts = { r->delay_ms / 1000, (long)(r->delay_ms % 1000) * 1000000L };
+            while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+            return 0;
+        }
         if (len && r->zero)
             *len = 0;
         else if (len && *len > 1)

@@ -5,11 +5,16 @@
  *   N     the Nth call of that kind fails (1-based); `N+` fails it and every
  *         later one
  *   WHAT  an errno name (EIO, ENOSPC, EINTR, EAGAIN, ...), `short` (the
- *         transfer is cut to half its length, at least 1 byte) or `zero`
+ *         transfer is cut to half its length, at least 1 byte), `zero`
  *         (cut to 0 bytes: the call makes no progress, as a read at EOF or
- *         a device that accepts nothing)
- * e.g. DISKIMG_FAULT=write:3:ENOSPC,read:1+:short
+ *         a device that accepts nothing) or `delayMS` (the call proceeds
+ *         after sleeping MS milliseconds, 1..60000: makes a conversion slow
+ *         enough to interrupt it deterministically)
+ * e.g. DISKIMG_FAULT=write:3:ENOSPC,read:1+:short,write:1+:delay50
  * Without the variable every call proceeds and the cost is one branch.
+ * DISKIMG_FAULT_STATS=FILE counts the calls (with or without rules) and
+ * writes "read N write N sync N punch N" to FILE at exit, so that a test
+ * can sweep N over every call a conversion makes.
  * Callers must treat EINTR and short transfers as "retry the rest", so a
  * conversion under `read:1+:EINTR` must still succeed.  To make that
  * possible, the call that follows an injected EINTR or EAGAIN on the same
@@ -32,7 +37,7 @@ enum fault_op { FAULT_READ, FAULT_WRITE, FAULT_SYNC, FAULT_PUNCH, FAULT_NOPS };
  * errno (the caller must not perform the operation). */
 int fault_inject(enum fault_op op, size_t *len);
 
-/* True when any rule is active (lets callers skip fast paths). */
+/* True when any rule is active or calls are being counted. */
 int fault_active(void);
 
 /* One parsed rule. */
@@ -42,6 +47,7 @@ struct fault_rule {
     bool and_later;
     int err;              /* negative errno, or 0 for a short/zero transfer */
     bool zero;            /* `zero`: the transfer is cut to 0 bytes */
+    unsigned delay_ms;    /* `delayMS`: sleep, then proceed */
 };
 
 #define FAULT_MAX_RULES 16

@@ -1,0 +1,164 @@
+#!/bin/bash
+# Seed corpora for the fuzz targets: small images of every variant, made by
+# qemu-img/qemu-io from disks written by the project's seeded generator.
+#   tests/fuzz/make-seeds.sh OUTDIR      -> OUTDIR/<target>/<name>
+# Needs build/tools/genimg (make unit) and qemu-img/qemu-io.  Images are
+# kept small (tiny clusters, 64-512 KiB disks): the fuzzer mutates faster.
+set -eu
+out=${1:?usage: make-seeds.sh OUTDIR}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+genimg=${GENIMG:-$top/build/tools/genimg}
+[ -x "$genimg" ] || { echo "make-seeds: $genimg missing (run make unit)" >&2; exit 1; }
+command -v qemu-img >/dev/null || { echo "make-seeds: qemu-img missing" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# a small disk: runs of random, text, zeros and holes
+disk() { rm -f "$tmp/$1"; "$genimg" -s "$2" -m 512 -M 8K "${3:-64K}" "$tmp/$1" >/dev/null; }
+disk d1 1
+disk d2 2
+disk d3 3 128K
+
+# ---- qcow2 --------------------------------------------------------------
+q=$out/fuzz_qcow2
+mkdir -p "$q"
+qc() {  # qc NAME [convert options...]: d1 converted to qcow2
+    local name=$1; shift
+    qemu-img convert -q -f raw -O qcow2 "$@" "$tmp/d1" "$q/$name.qcow2"
+}
+qc v3-c4k -o cluster_size=4096
+qc v3-c512 -o cluster_size=512
+qc v2-c4k -o compat=0.10,cluster_size=4096
+qc v3-zlib -c -o cluster_size=4096
+qc v3-zstd -c -o cluster_size=4096,compression_type=zstd
+qc v2-zlib -c -o compat=0.10,cluster_size=4096
+qc v3-zlib-c512 -c -o cluster_size=512
+qc extl2 -o cluster_size=16384,extended_l2=on
+qc extl2-zstd -c -o cluster_size=16384,extended_l2=on,compression_type=zstd
+qc rc1 -o cluster_size=4096,refcount_bits=1
+qc rc64 -o cluster_size=4096,refcount_bits=64
+qc lazy -o cluster_size=4096,lazy_refcounts=on
+qc prealloc -o cluster_size=4096,preallocation=metadata
+qemu-img convert -q -f raw -O qcow2 -o cluster_size=65536 "$tmp/d3" "$q/c64k.qcow2"
+# zero clusters, subcluster writes, a compressed cluster over data (qemu-io)
+qemu-img create -q -f qcow2 -o cluster_size=4096 "$q/zero.qcow2" 128K
+qemu-io -f qcow2 -c 'write -P 0x11 0 16K' -c 'write -z 8K 8K' -c 'write -c -P 0x22 32K 4K' \
+    -c 'write -z -u 64K 4K' "$q/zero.qcow2" >/dev/null
+qemu-img create -q -f qcow2 -o cluster_size=16384,extended_l2=on "$q/extl2-sub.qcow2" 128K
+qemu-io -f qcow2 -c 'write -P 0x33 1K 3K' -c 'write -z 20K 2K' -c 'write -P 0x44 40K 1K' \
+    "$q/extl2-sub.qcow2" >/dev/null
+# odd virtual size (not a multiple of the cluster)
+qemu-img create -q -f qcow2 -o cluster_size=4096 "$q/odd.qcow2" 100001
+qemu-io -f qcow2 -c 'write -P 0x55 95K 2560' "$q/odd.qcow2" >/dev/null
+# snapshots
+qc snap -o cluster_size=4096
+qemu-img snapshot -c one "$q/snap.qcow2"
+qemu-io -f qcow2 -c 'write -P 0x66 0 8K' "$q/snap.qcow2" >/dev/null
+qemu-img snapshot -c two "$q/snap.qcow2"
+# backing file names and formats (refused by the fuzz target: no files)
+qemu-img create -q -f raw "$tmp/base.raw" 64K
+qemu-img create -q -f qcow2 -o cluster_size=4096 -b "$tmp/base.raw" -F raw "$q/backing.qcow2"
+qemu-io -f qcow2 -c 'write -P 0x77 4K 4K' "$q/backing.qcow2" >/dev/null
+qemu-img rebase -u -b base.raw -F raw "$q/backing.qcow2"
+qemu-img create -q -f qcow2 -o compat=0.10,cluster_size=4096 -b "$tmp/base.raw" -F raw \
+    "$q/backing-v2.qcow2"
+qemu-img rebase -u -b ../base.raw -F raw "$q/backing-v2.qcow2"
+# external data file
+qemu-img create -q -f qcow2 -o cluster_size=4096,data_file="$tmp/data.raw" "$q/datafile.qcow2" 64K
+# persistent dirty bitmap
+qc bitmap -o cluster_size=4096
+qemu-img bitmap --add "$q/bitmap.qcow2" b0
+qemu-img bitmap --add -g 65536 --disable "$q/bitmap.qcow2" b1
+# dirty bit set (lazy refcounts, killed mid-way would do the same)
+cp "$q/lazy.qcow2" "$q/dirty.qcow2"
+printf '\x01' | dd of="$q/dirty.qcow2" bs=1 seek=79 conv=notrunc status=none
+
+# ---- vmdk ---------------------------------------------------------------
+v=$out/fuzz_vmdk
+mkdir -p "$v"
+vc() {  # vc NAME SUBFORMAT [more -o options]: d2 converted to vmdk
+    local name=$1 sub=$2; shift 2
+    qemu-img convert -q -f raw -O vmdk -o subformat=$sub"$@" "$tmp/d2" "$v/$name.vmdk"
+}
+vc sparse monolithicSparse
+vc sparse-zg monolithicSparse ,zeroed_grain=on
+vc stream streamOptimized
+qemu-img convert -q -f raw -O vmdk -o subformat=streamOptimized "$tmp/d3" "$v/stream-128k.vmdk"
+qemu-img create -q -f vmdk -o subformat=monolithicSparse "$v/odd.vmdk" 100001
+qemu-io -f vmdk -c 'write -P 0x21 64K 3K' "$v/odd.vmdk" >/dev/null
+# descriptor files (their extents are refused by the target: no files)
+qemu-img create -q -f vmdk -o subformat=monolithicFlat "$tmp/flat.vmdk" 64K
+cp "$tmp/flat.vmdk" "$v/desc-flat.vmdk"
+qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse "$tmp/split.vmdk" 64K
+cp "$tmp/split.vmdk" "$v/desc-split.vmdk"
+qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentFlat "$tmp/splitflat.vmdk" 64K
+cp "$tmp/splitflat.vmdk" "$v/desc-splitflat.vmdk"
+printf '# Disk DescriptorFile\nversion=1\nCID=fffffffe\nparentCID=ffffffff\ncreateType="vmfs"\n\n# Extent description\nRW 128 VMFS "disk-flat.vmdk"\n\nddb.adapterType = "lsilogic"\n' \
+    > "$v/desc-vmfs.vmdk"
+# hand-written descriptors: ZERO extents (readable without any file), a
+# mix, CRLF line ends, lower-case keywords, a delta disk
+zdesc() {
+    printf '# Disk DescriptorFile\nversion=1\nCID=12345678\nparentCID=ffffffff\n'
+    printf 'createType="monolithicFlat"\n\n# Extent description\n'
+    printf 'RW 128 ZERO\nRDONLY 64 ZERO\nNOACCESS 32 ZERO\n'
+    printf 'RW 16 FLAT "x-flat.vmdk" 0\nRW 16 SPARSE "x-s001.vmdk"\n'
+    printf '\n# The Disk Data Base\nddb.virtualHWVersion = "4"\nddb.geometry.cylinders = "1"\n'
+    printf 'ddb.adapterType = "ide"\n'
+}
+zdesc > "$v/desc-zero.vmdk"
+zdesc | sed 's/$/\r/' > "$v/desc-crlf.vmdk"
+zdesc | sed 's/ZERO/zero/; s/createType/createtype/' > "$v/desc-lower.vmdk"
+printf '# Disk DescriptorFile\nversion=1\nCID=1\nparentCID=2\ncreateType="monolithicSparse"\nparentFileNameHint="parent.vmdk"\nRW 128 SPARSE "delta.vmdk"\n' \
+    > "$v/desc-delta.vmdk"
+# real files from other tools (small ones)
+samples=$top/../shared/samples
+for f in vmdk/vmdk-rs/streamOptimized.vmdk vmdk/vmdk-rs/twoGbMaxExtentSparse.vmdk \
+         vmdk/SecurityRonin-vmdk/plaso_image.vmdk vmdk/SecurityRonin-vmdk/dfvfs_ext2.vmdk; do
+    [ -f "$samples/$f" ] && cp "$samples/$f" "$v/sample-$(basename "$f")"
+done
+for f in qemu-iotests/iotest-version3.vmdk.bz2 qemu-iotests/afl9.vmdk.bz2; do
+    [ -f "$samples/$f" ] && bzip2 -dc "$samples/$f" > "$v/sample-$(basename "$f" .bz2)"
+done
+
+# ---- ova ------------------------------------------------------------------
+a=$out/fuzz_ova
+mkdir -p "$a"
+mkdir -p "$tmp/ova"
+printf '<?xml version="1.0"?>\n<Envelope/>\n' > "$tmp/ova/app.ovf"
+cp "$v/stream.vmdk" "$tmp/ova/disk1.vmdk"
+cp "$v/sparse.vmdk" "$tmp/ova/disk2.vmdk"
+(cd "$tmp/ova" && tar --format=ustar -cf "$a/two-disks.ova" app.ovf disk1.vmdk disk2.vmdk)
+(cd "$tmp/ova" && tar --format=ustar -cf "$a/stream.ova" app.ovf disk1.vmdk)
+(cd "$tmp/ova" && tar --format=gnu -cf "$a/gnu.ova" app.ovf disk1.vmdk)
+(cd "$tmp/ova" && tar --format=pax -cf "$a/pax.ova" app.ovf disk1.vmdk)
+long=$(printf 'd%.0s' $(seq 1 120)).vmdk
+cp "$v/stream.vmdk" "$tmp/ova/$long"
+(cd "$tmp/ova" && tar --format=gnu -cf "$a/longname.ova" app.ovf "$long")
+(cd "$tmp/ova" && tar --format=pax -cf "$a/pax-longname.ova" app.ovf "$long")
+
+# ---- options and sizes ---------------------------------------------------
+o=$out/fuzz_options
+mkdir -p "$o"
+i=0
+while IFS= read -r line; do
+    i=$((i + 1))
+    printf '%s' "$line" > "$o/opt$i"
+done <<'EOF'
+cluster_size=64K,compression_type=zstd
+compat=0.10,refcount_bits=1,lazy_refcounts=on
+extended_l2=on,cluster_size=2M
+preallocation=metadata,backing_file=a,,b,backing_fmt=raw
+help
+1.5G
+512
+0.5k
+9223372036854775807
+8E
+subformat=streamOptimized,adapter_type=lsilogic,zeroed_grain=on
+cluster_size=512,,,,refcount_bits=64,compat=1.1
+EOF
+printf 'size=1M\0001.25M' > "$o/opt-nul"
+
+echo "seeds in $out: $(find "$out" -type f | wc -l) files"

@@ -100,11 +100,12 @@ clean-demo:
 
 # The whole suite, then again under AddressSanitizer+UBSan in build-asan/.
 check: deps-test
-	@$(MAKE) --no-print-directory all unit
-	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZE=1 OPT=-O1 $(BUILD_ASAN_TARGETS)
+	@$(MAKE) --no-print-directory -j$(NPROC) all unit
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SANITIZE=1 OPT=-O1 $(BUILD_ASAN_TARGETS)
 	@tests/run.sh
 
 BUILD_ASAN_TARGETS = build-asan/diskimg unit
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 # Each fuzz target for FUZZ_SECONDS (default 60) in build-fuzz/ (clang with
 # libFuzzer: scripts/deps.sh fuzz); crashes are left in build-fuzz/findings/.

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +58,12 @@ static void test_parse_valid(void)
           r[2].err == -EOPNOTSUPP, "rule 2");
     CHECK(r[3].op == FAULT_WRITE && r[3].nth == 7 && r[3].err == -EINTR, "rule 3");
 
+    n = fault_parse("write:2+:delay250,read:1:delay60000", r, FAULT_MAX_RULES, why, sizeof(why));
+    CHECK(n == 2, "n=%d (%s)", n, n < 0 ? why : "");
+    CHECK(r[0].op == FAULT_WRITE && r[0].nth == 2 && r[0].and_later && r[0].delay_ms == 250 &&
+          r[0].err == 0 && !r[0].zero, "delay rule 0");
+    CHECK(r[1].op == FAULT_READ && r[1].delay_ms == 60000, "delay rule 1");
+
     CHECK(fault_parse("", r, FAULT_MAX_RULES, why, sizeof(why)) == 0, "empty spec");
     CHECK(fault_parse(NULL, r, FAULT_MAX_RULES, why, sizeof(why)) == 0, "NULL spec");
 
@@ -83,7 +90,13 @@ static void test_parse_invalid(void)
         { "write:99999999999999999999999:EIO", "is not a number" },
         { "write:3+x:EIO", "is not N or N+" },
         { "write:3++:EIO", "is not N or N+" },
-        { "write:3:EWHAT", "'EWHAT' is not a known errno name, 'short' or 'zero'" },
+        { "write:3:EWHAT", "'EWHAT' is not a known errno name, 'short', 'zero' or 'delayMS'" },
+        { "write:3:delay", "'delay' is not delayMS with MS from 1 to 60000" },
+        { "write:3:delay0", "is not delayMS" },
+        { "write:3:delay60001", "is not delayMS" },
+        { "write:3:delay-5", "is not delayMS" },
+        { "write:3:delay5x", "is not delayMS" },
+        { "write:3:delay99999999999999999999999", "is not delayMS" },
         { "write:3:", "is not a known errno name" },
         { "write:3:eio", "is not a known errno name" },
         { "write:3:short:extra", "is not a known errno name" },
@@ -194,6 +207,17 @@ static void test_counting(void)
     CHECK(fault_inject(FAULT_READ, &len) == 0 && len == 0, "zero: call 2 cut to %zu", len);
     len = 10;
     CHECK(fault_inject(FAULT_READ, &len) == 0 && len == 10, "zero: call 3 untouched");
+
+    /* delay: the call proceeds, whole, after at least the delay */
+    use_rules("write:2:delay30");
+    struct timespec t0, t1;
+    len = 10;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(fault_inject(FAULT_WRITE, &len) == 0 && len == 10, "delay: call 1");
+    CHECK(fault_inject(FAULT_WRITE, &len) == 0 && len == 10, "delay: call 2 proceeds whole");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    CHECK(ms >= 29, "delay30 slept %ld ms", ms);
 
     /* first listed rule wins */
     use_rules("write:2:EIO,write:1+:ENOSPC");

@@ -14,10 +14,12 @@
 #     -s SIZE   bench disk size (default $BENCH_SIZE or 4G; the disk file is
 #               shared with bench/run.sh: WORKDIR/disk-SIZE.raw)
 #     -k        keep the last outputs (for a look with qemu-img)
-#     -c CASES  comma list of: plain,zlib,zstd (default all)
+#     -c CASES  comma list of: plain,zlib,zstd (raw -> qcow2), toraw,
+#               zlib-toraw (a qemu-img-made qcow2, plain or zlib, -> raw)
+#               (default all)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-runs=${BENCH_RUNS:-3} size=${BENCH_SIZE:-4G} keep=0 cases=plain,zlib,zstd
+runs=${BENCH_RUNS:-3} size=${BENCH_SIZE:-4G} keep=0 cases=plain,zlib,zstd,toraw,zlib-toraw
 while getopts "n:s:kc:" opt; do
     case $opt in
         n) runs=$OPTARG ;;
@@ -53,23 +55,38 @@ time_run() {
     [ "$keep" = 1 ] || rm -f "$out"
 }
 
-printf '%-8s %10s %10s %10s %8s %8s %12s %12s\n' case diskimg qemu qemu-W16 ratio ratio-W size size/qemu
+printf '%-10s %10s %10s %10s %8s %8s %12s %12s\n' case diskimg qemu qemu-W16 ratio ratio-W size size/qemu
+# qcow2 sources for the -> raw cases, made once by qemu-img
+qsrc() {
+    local f=$work/disk-$size.$1.qcow2
+    [ -f "$f" ] || qemu-img convert -O qcow2 ${2:+"$2"} "$disk" "$f" || exit 1
+    cat "$f" >/dev/null
+    echo "$f"
+}
+
 for c in ${cases//,/ }; do
+    src=$disk ofmt=qcow2
     case $c in
         plain) flags=(); opts=() ;;
         zlib)  flags=(-c); opts=() ;;
         zstd)  flags=(-c); opts=(-o compression_type=zstd) ;;
+        toraw) flags=(); opts=(); src=$(qsrc plain); ofmt=raw ;;
+        zlib-toraw) flags=(); opts=(); src=$(qsrc zlib -c); ofmt=raw ;;
         *) echo "unknown case $c" >&2; exit 2 ;;
     esac
     rm -f "$work"/{d,q,w}.times
     for i in $(seq 1 "$runs"); do
-        time_run d "$work/d$i.qcow2" "$diskimg" convert -t unsafe -O qcow2 "${flags[@]}" "${opts[@]}" "$disk" "$work/d$i.qcow2"
-        time_run q "$work/q$i.qcow2" qemu-img convert -O qcow2 "${flags[@]}" "${opts[@]}" "$disk" "$work/q$i.qcow2"
-        time_run w "$work/w$i.qcow2" qemu-img convert -W -m 16 -O qcow2 "${flags[@]}" "${opts[@]}" "$disk" "$work/w$i.qcow2"
+        time_run d "$work/d$i.out" "$diskimg" convert -t unsafe -O $ofmt "${flags[@]}" "${opts[@]}" "$src" "$work/d$i.out"
+        time_run q "$work/q$i.out" qemu-img convert -O $ofmt "${flags[@]}" "${opts[@]}" "$src" "$work/q$i.out"
+        time_run w "$work/w$i.out" qemu-img convert -W -m 16 -O $ofmt "${flags[@]}" "${opts[@]}" "$src" "$work/w$i.out"
     done
     td=$(median <"$work/d.times") tq=$(median <"$work/q.times") tw=$(median <"$work/w.times")
+    # the ratios pair by pair (run i of each tool), then their median
+    rq=$(paste "$work/d.times" "$work/q.times" | awk '{printf "%.4f\n", $1 / $2}' | median)
+    rw=$(paste "$work/d.times" "$work/w.times" | awk '{printf "%.4f\n", $1 / $2}' | median)
     sd=$(cat "$work/d.size") sq=$(cat "$work/q.size")
-    printf '%-8s %9.2fs %9.2fs %9.2fs %8.3f %8.3f %12d %12.4f\n' "$c" "$td" "$tq" "$tw" \
-        "$(div "$td" "$tq")" "$(div "$td" "$tw")" "$sd" "$(div "$sd" "$sq")"
+    printf '%-10s %9.2fs %9.2fs %9.2fs %8.3f %8.3f %12d %12.4f\n' "$c" "$td" "$tq" "$tw" \
+        "$rq" "$rw" "$sd" "$(div "$sd" "$sq")"
 done
-echo "(ratio = diskimg time / qemu-img time, medians of $runs runs; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(times: medians of $runs runs; ratio: median of the pairwise ratios diskimg/qemu-img;"
+echo " sizes: file sizes (raw outputs: the virtual size); $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg))"

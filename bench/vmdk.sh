@@ -7,7 +7,8 @@
 #   ms-qcow2  monolithicSparse -> qcow2
 # Runs alternate diskimg / qemu-img; outputs go to fresh names and are
 # deleted outside the timed part; diskimg runs with -t unsafe (qemu-img
-# convert never fsyncs).  Prints medians and the ratio diskimg/qemu-img.
+# convert never fsyncs).  Prints medians and the median of the pairwise
+# ratios diskimg/qemu-img.
 #
 #   bench/vmdk.sh [-n RUNS] [-s SIZE] [-c CASES] [WORKDIR]
 set -u
@@ -70,6 +71,9 @@ for c in ${cases//,/ }; do
         time_run q "$work/q$i.$fmt" qemu-img convert -O "$fmt" "$src" "$work/q$i.$fmt"
     done
     td=$(median <"$work/d.times") tq=$(median <"$work/q.times")
-    printf '%-9s %9.2fs %9.2fs %8s\n' "$c" "$td" "$tq" "$(div "$td" "$tq")"
+    # the ratios pair by pair (run i of each tool), then their median
+    r=$(paste "$work/d.times" "$work/q.times" | awk '{printf "%.4f\n", $1 / $2}' | median)
+    printf '%-9s %9.2fs %9.2fs %8.3f\n' "$c" "$td" "$tq" "$r"
 done
-echo "(ratio = diskimg time / qemu-img time, medians of $runs runs; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(times: medians of $runs runs; ratio: median of the pairwise ratios diskimg/qemu-img;"
+echo " $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg))"

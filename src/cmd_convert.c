@@ -282,6 +282,17 @@ static void pass_progress_update(void *opaque, uint64_t done, uint64_t total)
     progress_update(pp->p, done, total);
 }
 
+/* The write queue's backend for -v.  A queue that never decided (its
+ * backend is picked at the first write) was not used: the output driver
+ * (a vmdk stream) wrote through its file directly, with pwrite. */
+static const char *backend_name(const struct ioq *q)
+{
+    if (!q)
+        return "stream";
+    const char *n = ioq_backend_name(q);
+    return strcmp(n, "auto") == 0 ? "pwrite (the output's own writes)" : n;
+}
+
 int cmd_convert(int argc, char **argv)
 {
     struct args a;
@@ -465,7 +476,7 @@ int cmd_convert(int argc, char **argv)
         fprintf(stderr,
                 "diskimg: converted %s in %.3f s: read %s, wrote %s, %s zeros left sparse\n"
                 "diskimg: io backend %s, %u worker threads, %zu KiB chunks, zero check %s\n",
-                tb, progress_now() - t0, rb, wb, zb, ioq ? ioq_backend_name(ioq) : "stream",
+                tb, progress_now() - t0, rb, wb, zb, backend_name(ioq),
                 st.threads, st.chunk / 1024, zd_impl_name());
     }
     bd_close(out);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # EINTR and short transfers are not errors: with every read, write and fsync
-# interrupted (every other call: the retry gets through) or cut short, each
+# interrupted (each first attempt: its retry gets through) or cut short, each
 # conversion still succeeds with identical content, raw/qcow2/vmdk in and
 # raw/qcow2 out; so does a single interruption at every Nth read.
 . "$(dirname "$0")/lib.sh"

@@ -25,16 +25,7 @@
 #include "util/diag.h"
 #include "util/kvopts.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do {                                                 \
-    if (!(cond)) {                                                            \
-        failures++;                                                           \
-        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-        fprintf(stderr, __VA_ARGS__);                                         \
-        fputc('\n', stderr);                                                  \
-    }                                                                         \
-} while (0)
+#include "check.h"
 
 static char tmpdir[4096];
 

@@ -23,16 +23,7 @@
 #include "formats/bd.h"
 #include "util/diag.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do {                                                 \
-    if (!(cond)) {                                                            \
-        failures++;                                                           \
-        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-        fprintf(stderr, __VA_ARGS__);                                         \
-        fputc('\n', stderr);                                                  \
-    }                                                                         \
-} while (0)
+#include "check.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 

@@ -15,17 +15,7 @@
 #include "io/fault.h"
 #include "util/diag.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
+#include "check.h"
 
 static void use_rules(const char *spec)
 {

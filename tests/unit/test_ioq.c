@@ -22,17 +22,7 @@
 #include "io/ioq.h"
 #include "util/diag.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
+#include "check.h"
 
 static const struct { enum ioq_backend b; const char *name; } backends[] = {
     { IOQ_PWRITE, "pwrite" },

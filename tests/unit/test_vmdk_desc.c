@@ -6,9 +6,7 @@
 #include "formats/vmdk_format.h"
 #include "util/diag.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-    __FILE__, __LINE__, #c); failures++; } } while (0)
+#include "check.h"
 
 static int parse(const char *text, struct vmdk_desc *out, struct diag *d)
 {

@@ -16,9 +16,7 @@
 #include "util/diag.h"
 #include "util/endian.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-    __FILE__, __LINE__, #c); failures++; } } while (0)
+#include "check.h"
 
 #define GRAIN 65536u
 #define NGRAINS 24u

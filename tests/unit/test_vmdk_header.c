@@ -10,9 +10,7 @@
 #include "util/diag.h"
 #include "util/endian.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-    __FILE__, __LINE__, #c); failures++; } } while (0)
+#include "check.h"
 
 static void good_header(uint8_t *b)
 {

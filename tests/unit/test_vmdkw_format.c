@@ -21,9 +21,7 @@
 #include "util/endian.h"
 #include "util/kvopts.h"
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-    __FILE__, __LINE__, #c); failures++; } } while (0)
+#include "check.h"
 
 static void test_layout(void)
 {

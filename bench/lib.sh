@@ -34,6 +34,10 @@ time_cmd() {
 
 median() { sort -g | awk '{a[NR]=$1} END{ if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2 }'; }
 
+# pair_median A_TIMES B_TIMES: the median of the ratios A/B of the two
+# files' lines taken pair by pair (run i of A against run i of B)
+pair_median() { paste "$1" "$2" | awk '{printf "%.4f\n", $1 / $2}' | median; }
+
 # ab NAME "A command with @OUT@" "B command with @OUT@": prints a result line
 ab() {
     local name=$1 a=$2 b=$3 i ta tb ratios="" as="" bs=""

@@ -40,9 +40,8 @@ disk=$work/disk-$size.raw
 [ -f "$disk" ] || "$genimg" -s 1 "$size" "$disk" || exit 1
 cat "$disk" >/dev/null   # the source is read from the page cache by every run
 
-now() { date +%s.%N; }
+. "$top/bench/lib.sh"   # now, median, pair_median
 div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 # time_run NAME OUT CMD... : append the wall time to $work/NAME.times
 time_run() {
@@ -81,9 +80,8 @@ for c in ${cases//,/ }; do
         time_run w "$work/w$i.out" qemu-img convert -W -m 16 -O $ofmt "${flags[@]}" "${opts[@]}" "$src" "$work/w$i.out"
     done
     td=$(median <"$work/d.times") tq=$(median <"$work/q.times") tw=$(median <"$work/w.times")
-    # the ratios pair by pair (run i of each tool), then their median
-    rq=$(paste "$work/d.times" "$work/q.times" | awk '{printf "%.4f\n", $1 / $2}' | median)
-    rw=$(paste "$work/d.times" "$work/w.times" | awk '{printf "%.4f\n", $1 / $2}' | median)
+    rq=$(pair_median "$work/d.times" "$work/q.times")
+    rw=$(pair_median "$work/d.times" "$work/w.times")
     sd=$(cat "$work/d.size") sq=$(cat "$work/q.size")
     printf '%-10s %9.2fs %9.2fs %9.2fs %8.3f %8.3f %12d %12.4f\n' "$c" "$td" "$tq" "$tw" \
         "$rq" "$rw" "$sd" "$(div "$sd" "$sq")"

@@ -36,9 +36,7 @@ so=$work/disk-$size.stream.vmdk ms=$work/disk-$size.sparse.vmdk
 [ -f "$ms" ] || qemu-img convert -f raw -O vmdk "$disk" "$ms" || exit 1
 cat "$so" "$ms" >/dev/null   # read from the page cache by every run
 
-now() { date +%s.%N; }
-div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+. "$top/bench/lib.sh"   # now, median, pair_median
 
 # time_run NAME OUT CMD... : append the wall time to $work/NAME.times
 time_run() {
@@ -71,8 +69,7 @@ for c in ${cases//,/ }; do
         time_run q "$work/q$i.$fmt" qemu-img convert -O "$fmt" "$src" "$work/q$i.$fmt"
     done
     td=$(median <"$work/d.times") tq=$(median <"$work/q.times")
-    # the ratios pair by pair (run i of each tool), then their median
-    r=$(paste "$work/d.times" "$work/q.times" | awk '{printf "%.4f\n", $1 / $2}' | median)
+    r=$(pair_median "$work/d.times" "$work/q.times")
     printf '%-9s %9.2fs %9.2fs %8.3f\n' "$c" "$td" "$tq" "$r"
 done
 echo "(times: medians of $runs runs; ratio: median of the pairwise ratios diskimg/qemu-img;"

@@ -16,7 +16,7 @@ gen -s 61 -m 512 -M 256K 6M src.raw
 gen -s 62 -u -m 512 -M 128K 3M odd0.raw
 head -c $((2 * 1024 * 1024 + 65536 + 777)) odd0.raw > odd.raw
 
-desc_text() { tr -d '\0' < "$1" | grep -v '^CID='; }
+desc_text() { vmdk_desc_text "$1" | grep -v '^CID='; }
 
 for src in src.raw odd.raw; do
     for sub in monolithicFlat twoGbMaxExtentFlat twoGbMaxExtentSparse; do

@@ -5,6 +5,7 @@
 #   gen ARGS...          the seeded generator (tests/tools/genimg.c)
 #   expect_error RE CMD...  CMD must exit 1 with stderr matching RE, no signal
 #   qcompare A B         qemu-img compare must say identical
+#   vmdk_desc_text FILE  a vmdk descriptor file's text up to its first NUL
 set -u
 DISKIMG=${DISKIMG:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/diskimg}
 TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -29,6 +30,13 @@ expect_error() {
     grep -Eq -- "$re" "$T/stderr" || { cat "$T/stderr" >&2; fail "stderr does not match '$re': $*"; }
     grep -q "AddressSanitizer\|runtime error" "$T/stderr" && fail "sanitizer report: $*"
     return 0
+}
+
+# vmdk_desc_text FILE: a descriptor file's text as readers see it: up to the
+# first NUL (qemu-img pads the file to a sector, and what lies in the padding
+# is not part of the descriptor), trailing blank lines dropped
+vmdk_desc_text() {
+    perl -0777 -ne '($t) = split /\0/; $t //= ""; $t =~ s/\n\s*\z/\n/; print $t' "$1"
 }
 
 qcompare() {

@@ -67,6 +67,14 @@ write_desc crlf lower | grep -v '^# Disk' > d4.img      # no signature, no .vmdk
 readback d4.img "no signature line"
 grep -q '"create-type": "monolithicFlat"' info.json || fail "create-type"
 grep -q '"format": "ZERO"' info.json || fail "ZERO extent not in info"
+# the text ends at the first NUL: whatever follows it (a reused buffer's
+# leftovers) is not part of the descriptor ...
+{ write_desc lf upper; printf '\0\001\002left over\n\377'; } > d5.vmdk
+readback d5.vmdk "bytes after the NUL"
+# ... but without the signature line such a file is not taken for one
+{ write_desc lf upper | grep -v '^# Disk'; printf '\0\001\002left over\n\377'; } > d6.vmdk
+expect_error 'd6.vmdk: named like a vmdk image but no known format signature.*-f raw' \
+    "$DISKIMG" convert -O raw d6.vmdk o.raw
 
 # --- refusals ------------------------------------------------------------------
 printf '# Disk DescriptorFile\nversion=1\nCID=12345678\nparentCID=ffffffff\ncreateType="monolithicFlat"\n' > none.vmdk

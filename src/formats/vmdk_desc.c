@@ -343,14 +343,19 @@ bool vmdk_desc_probe(const uint8_t *head, size_t len)
     const char *p = (const char *)head, *end = p + len;
     unsigned lines = 0;
 
-    /* text only: no control bytes but tab/CR/LF; NUL padding may follow
-     * the text (qemu pads a rewritten descriptor to a sector; editing such
-     * a file with sed leaves line ends among the NULs) */
+    /* text only: no control bytes but tab/CR/LF.  The text ends at the
+     * first NUL, as for every reader of the format: qemu pads a descriptor
+     * to a sector, editing such a file with sed leaves line ends among the
+     * NULs, and a tool that writes the descriptor into a reused buffer may
+     * leave anything after the NUL.  Bytes other than padding after the NUL
+     * are accepted only below the signature line, so that a binary file
+     * that merely starts with a few descriptor-like words stays unknown. */
+    bool tail_junk = false;
     const uint8_t *nul = memchr(head, 0, len);
     if (nul) {
-        for (size_t i = (size_t)(nul - head); i < len; i++)
+        for (size_t i = (size_t)(nul - head); i < len && !tail_junk; i++)
             if (head[i] && !is_space((char)head[i]) && head[i] != '\n')
-                return false;
+                tail_junk = true;
         len = (size_t)(nul - head);
         end = p + len;
     }
@@ -371,6 +376,8 @@ bool vmdk_desc_probe(const uint8_t *head, size_t len)
             s++;
         if (starts_with_ci(s, le, "# Disk DescriptorFile"))
             return true;
+        if (tail_junk && s < le)
+            return false;
         if (s < le && *s != '#') {
             if (starts_with_ci(s, le, "createType")) {
                 const char *q = s + 10;

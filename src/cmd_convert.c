@@ -41,8 +41,9 @@ static const char help_text[] =
     "                    compressed)\n"
     "  -S SIZE           shortest zero run left sparse, a multiple of 512 up to 16M\n"
     "                    (default 4K); 0 writes everything (fully allocated)\n"
-    "  -n                write into the existing DST instead of creating it; zero\n"
-    "                    runs are punched so no stale data survives\n"
+    "  -n                write into the existing DST instead of creating it (raw:\n"
+    "                    zero runs punched so no stale data survives; qcow2 (-O\n"
+    "                    qcow2): the image keeps its options and backing file)\n"
     "  --target-is-zero  with -n: DST already reads as zeros, skip clearing\n"
     "  -B BACKING        the output gets this backing file; only what differs\n"
     "                    from it is written\n"
@@ -189,6 +190,8 @@ static int parse_args(int argc, char **argv, struct args *a)
     a->dst = argv[argc - 1];
     if (a->target_is_zero && !a->no_create)
         return cli_usage_error("convert", "--target-is-zero needs -n");
+    if (a->no_create && a->o.n && !kvopts_wants_help(&a->o))
+        return cli_usage_error("convert", "-o has no effect when skipping image creation");
     if (a->backing_fmt && !a->backing)
         return cli_usage_error("convert", "-F needs -B");
     if (a->quiet && a->progress == PROGRESS_BAR)

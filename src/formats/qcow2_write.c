@@ -125,8 +125,7 @@ int qcow2w_create(struct bd **out, struct bfile *f, const struct bd_create_opts 
 
     *out = NULL;
     if (o->existing)
-        return diag_fail(d, -ENOTSUP, f->path, -1,
-                         "writing into an existing qcow2 image (-n) is not supported yet");
+        return qcow2ip_open(out, f, o, d);
     if (f->kind == BFILE_STREAM)
         return qcow2s_create(out, f, o, d);
     if (f->kind != BFILE_REGULAR && f->kind != BFILE_BLOCKDEV)

@@ -115,6 +115,11 @@ int qcow2_measure(struct kvopts *o, uint64_t size, struct bd *src,
 int qcow2s_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                   struct diag *d);
 
+/* `convert -n` into the existing qcow2 image in `f` (qcow2_inplace.c):
+ * the image keeps its options; qcow2w_create hands -n outputs to it. */
+int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+                 struct diag *d);
+
 /* The writing driver (name "qcow2", probe NULL). */
 extern const struct bd_driver bd_qcow2_out;
 

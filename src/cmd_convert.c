@@ -92,6 +92,7 @@ struct args {
     uint64_t sparse;
     unsigned m;
     unsigned disk;
+    bool out_fmt_given;         /* -O was passed (not the default raw) */
     bool compress, no_create, target_is_zero, out_of_order, quiet, verbose;
     bool allow_external, ignore_cid, salvage;
     enum progress_mode progress;
@@ -118,7 +119,7 @@ static int parse_args(int argc, char **argv, struct args *a)
             cli_help(help_text);
             return -1;
         case 'f': a->src_fmt = optarg; break;
-        case 'O': a->out_fmt = optarg; break;
+        case 'O': a->out_fmt = optarg; a->out_fmt_given = true; break;
         case 'o':
             if (kvopts_parse(&a->o, optarg, err, sizeof(err)) < 0)
                 return cli_usage_error("convert", "-o %s: %s", optarg, err);
@@ -309,8 +310,10 @@ int cmd_convert(int argc, char **argv)
     bool have_of = false;
     int r = parse_args(argc, argv, &a);
 
-    if (r)
+    if (r) {
+        kvopts_free(&a.o);
         return r < 0 ? 0 : 1;
+    }
     diag_init(&d);
     diag_init(&src_d);
     d.warn = print_warning;
@@ -400,6 +403,25 @@ int cmd_convert(int argc, char **argv)
     if ((r = outfile_open(&of, a.dst, of_flags, &d)) < 0)
         goto fail;
     have_of = true;
+    /* -n without -O writes raw (qemu-img's default): over a qcow2 or vmdk
+     * image that is almost always a forgotten -O, and it would destroy the
+     * image; ask for the format instead */
+    if (a.no_create && !a.out_fmt_given && of.f->kind != BFILE_STREAM) {
+        struct diag pd;
+        struct bfile *pf = NULL;
+        const struct bd_driver *tdrv = NULL;
+        diag_init(&pd);
+        /* its own descriptor: the output's may be O_DIRECT (-t none) */
+        if (bfile_open(&pf, a.dst, 0, &pd) == 0 && bd_probe(pf, &tdrv, &pd) < 0)
+            tdrv = NULL;
+        bfile_close(pf);
+        if (tdrv && tdrv != odrv) {
+            cli_error("%s: the target is a %s image and -n without -O would overwrite it "
+                      "as raw; pass -O %s to write into the image, or -O raw to replace it",
+                      a.dst, tdrv->name, tdrv->name);
+            goto fail_quiet;
+        }
+    }
     /* a pipe as output: raw, qcow2 and vmdk (streamOptimized; the vmdk
      * driver's create() refuses the other subformats with a hint) */
     if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "raw") != 0 &&

@@ -150,6 +150,15 @@ refused 'bad.qcow2: the image has [0-9]+ corruptions.*check -r all' bad.qcow2
 make_target ok.qcow2 compat=1.1 ""
 refused '-o has no effect when skipping image creation' ok.qcow2 -o cluster_size=4k
 refused 'ok.qcow2: -B cannot be used with -n' ok.qcow2 -B base.qcow2
+# -n without -O means raw (qemu-img's default), which over a qcow2 image is
+# almost always a forgotten -O: refused; -O raw replaces it as asked
+sha1sum < ok.qcow2 > ok.qcow2.sum
+expect_error 'ok.qcow2: the target is a qcow2 image and -n without -O would overwrite it as raw; pass -O qcow2' \
+    "$DISKIMG" convert -n src.raw ok.qcow2
+untouched ok.qcow2
+cp ok.qcow2 ok2.qcow2 && truncate -s 24M ok2.qcow2
+ok "$DISKIMG" convert -n -O raw src.raw ok2.qcow2
+cmp -n 20971520 src.raw ok2.qcow2 || fail "-n -O raw over a qcow2 image"
 expect_error 'missing.qcow2: target does not exist' \
     "$DISKIMG" convert -n -O qcow2 src.raw missing.qcow2
 [ -e missing.qcow2 ] && fail "-n created a target"

@@ -89,6 +89,7 @@ struct qcow2ip {
     uint64_t max_refcount;      /* what the refcount width holds */
 
     bool durable;
+    bool target_is_zero;        /* --target-is-zero: zero runs need nothing */
     bool backing;               /* a backing file would show through holes */
     bool version3;
     int err;                    /* first error: later calls fail with it */
@@ -500,6 +501,8 @@ static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 
     if ((r = range_ok(w, off, len)) < 0)
         return r;
+    if (w->target_is_zero)
+        return 0;               /* the user vouches for it, as with qemu-img */
     per = w->h->l2_entries;
     if (len % w->cs && w->tail && off + len - len % w->cs == w->tail_guest) {
         /* the source ends inside this cluster and the image goes on */
@@ -785,6 +788,7 @@ int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *
     w->bd.size = o->size;
     w->bd.granule = (uint32_t)w->cs;
     w->durable = o->durable;
+    w->target_is_zero = o->target_is_zero;
     w->backing = w->img->backing != NULL || w->h->has_backing_file;
     w->version3 = w->h->version >= 3;
     w->tab_l1i = NO_TABLE;

@@ -416,9 +416,11 @@ int cmd_convert(int argc, char **argv)
             tdrv = NULL;
         bfile_close(pf);
         if (tdrv && tdrv != odrv) {
+            bool into = strcmp(tdrv->name, "qcow2") == 0;
             cli_error("%s: the target is a %s image and -n without -O would overwrite it "
-                      "as raw; pass -O %s to write into the image, or -O raw to replace it",
-                      a.dst, tdrv->name, tdrv->name);
+                      "as raw; %s%s%s, or -O raw to replace it", a.dst, tdrv->name,
+                      into ? "pass -O " : "writing into an existing ", tdrv->name,
+                      into ? " to write into the image" : " image is not supported");
             goto fail_quiet;
         }
     }

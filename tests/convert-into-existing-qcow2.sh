@@ -159,6 +159,18 @@ untouched ok.qcow2
 cp ok.qcow2 ok2.qcow2 && truncate -s 24M ok2.qcow2
 ok "$DISKIMG" convert -n -O raw src.raw ok2.qcow2
 cmp -n 20971520 src.raw ok2.qcow2 || fail "-n -O raw over a qcow2 image"
+qemu-img create -q -f vmdk v.vmdk 24M
+refused_plain() {  # REGEX IMG ARGS...: like refused, without -O
+    local re=$1 img=$2
+    shift 2
+    sha1sum < "$img" > "$img.sum"
+    expect_error "$re" "$DISKIMG" convert -n "$@" src.raw "$img"
+    untouched "$img"
+}
+refused_plain 'v.vmdk: the target is a vmdk image .*writing into an existing vmdk image is not supported, or -O raw' v.vmdk
+refused_plain 'v.vmdk: not a qcow2 image' v.vmdk -O qcow2
+truncate -s 24M r.raw
+refused_plain 'r.raw: not a qcow2 image' r.raw -O qcow2
 expect_error 'missing.qcow2: target does not exist' \
     "$DISKIMG" convert -n -O qcow2 src.raw missing.qcow2
 [ -e missing.qcow2 ] && fail "-n created a target"

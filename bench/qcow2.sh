@@ -15,11 +15,12 @@
 #               shared with bench/run.sh: WORKDIR/disk-SIZE.raw)
 #     -k        keep the last outputs (for a look with qemu-img)
 #     -c CASES  comma list of: plain,zlib,zstd (raw -> qcow2), toraw,
-#               zlib-toraw (a qemu-img-made qcow2, plain or zlib, -> raw)
-#               (default all)
+#               zlib-toraw (a qemu-img-made qcow2, plain or zlib, -> raw),
+#               existing (raw -> an empty qcow2 made by qemu-img create,
+#               with -n; made outside the timed part) (default all)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-runs=${BENCH_RUNS:-3} size=${BENCH_SIZE:-4G} keep=0 cases=plain,zlib,zstd,toraw,zlib-toraw
+runs=${BENCH_RUNS:-3} size=${BENCH_SIZE:-4G} keep=0 cases=plain,zlib,zstd,toraw,zlib-toraw,existing
 while getopts "n:s:kc:" opt; do
     case $opt in
         n) runs=$OPTARG ;;
@@ -46,7 +47,9 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
 # time_run NAME OUT CMD... : append the wall time to $work/NAME.times
 time_run() {
     local name=$1 out=$2; shift 2
-    rm -f "$out"; sync
+    rm -f "$out"
+    [ "$precreate" = 1 ] && { qemu-img create -q -f qcow2 "$out" "$size" || exit 1; }
+    sync
     local t0; t0=$(now)
     "$@" || { echo "FAILED: $*" >&2; exit 1; }
     awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }' >>"$work/$name.times"
@@ -64,13 +67,14 @@ qsrc() {
 }
 
 for c in ${cases//,/ }; do
-    src=$disk ofmt=qcow2
+    src=$disk ofmt=qcow2 precreate=0
     case $c in
         plain) flags=(); opts=() ;;
         zlib)  flags=(-c); opts=() ;;
         zstd)  flags=(-c); opts=(-o compression_type=zstd) ;;
         toraw) flags=(); opts=(); src=$(qsrc plain); ofmt=raw ;;
         zlib-toraw) flags=(); opts=(); src=$(qsrc zlib -c); ofmt=raw ;;
+        existing) flags=(-n); opts=(); precreate=1 ;;
         *) echo "unknown case $c" >&2; exit 2 ;;
     esac
     rm -f "$work"/{d,q,w}.times

@@ -43,7 +43,16 @@ run_case() {  # SRC OPTS BACKING DISKIMG-FLAGS...
     case_n=$((case_n + 1))
     make_target q.qcow2 "$opts" "$bk"
     cp q.qcow2 d.qcow2
-    qemu-img convert -n -O qcow2 "$@" "$src" q.qcow2 || fail "qemu-img convert -n ($opts $*)"
+    # qemu-img's reference without -W: qemu-img 7.2's -n -W into a qcow2
+    # image now and then writes a cluster it has not counted (its own check
+    # then reports "refcount=0 reference=1"; seen once in ~60 runs on a
+    # loaded machine)
+    local q=() skip=0 a
+    for a in "$@"; do
+        if [ $skip = 1 ]; then skip=0; continue; fi
+        case $a in -W) ;; -m) skip=1 ;; *) q+=("$a") ;; esac
+    done
+    qemu-img convert -n -O qcow2 "${q[@]}" "$src" q.qcow2 || fail "qemu-img convert -n ($opts $*)"
     ok "$DISKIMG" convert -n -O qcow2 "$@" "$src" d.qcow2
     qemu-img check -q d.qcow2 || fail "check after -n ($opts, backing '$bk', $*)"
     qemu-img check d.qcow2 | grep -q 'leaked' && fail "leaks after -n ($opts $*)"

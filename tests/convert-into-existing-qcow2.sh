@@ -123,6 +123,33 @@ ok "$DISKIMG" convert -n -O qcow2 odd.raw link.qcow2
 [ "$(stat -c %i fresh2.qcow2)" = "$ino" ] || fail "-n replaced the file"
 [ -L link.qcow2 ] || fail "-n replaced the symlink"
 
+# qcow2 on a block device (a loop device, where this machine allows one):
+# new clusters go after the image's last one, not after the device's end --
+# 4 KiB clusters, so the data outgrows the one refcount block qemu-img made
+loops=()
+trap 'for l in "${loops[@]}"; do losetup -d "$l"; done' EXIT
+if truncate -s 40M dev1.img dev2.img dev3.img &&
+   l1=$(losetup -f --show dev1.img 2>/dev/null) && loops+=("$l1") &&
+   l2=$(losetup -f --show dev2.img 2>/dev/null) && loops+=("$l2") &&
+   truncate -s 6M dev3.img && l3=$(losetup -f --show dev3.img 2>/dev/null) && loops+=("$l3"); then
+    for l in "$l1" "$l2"; do
+        qemu-img create -q -f qcow2 -o cluster_size=4k "$l" 24M || fail "create on $l"
+        qemu-io -c 'write -P 0x44 22M 2M' -c 'write -P 0x11 0 3M' "$l" >/dev/null || fail "qemu-io $l"
+    done
+    qemu-img convert -n -O qcow2 src.raw "$l2" || fail "qemu-img -n onto $l2"
+    ok "$DISKIMG" convert -n -O qcow2 src.raw "$l1"
+    qemu-img check -q "$l1" || fail "check on a block device"
+    qemu-img compare -q "$l2" "$l1" || fail "-n on a block device differs from qemu-img's"
+    # a device too small for the data: ENOSPC, exit 1, the image consistent
+    qemu-img create -q -f qcow2 -o cluster_size=4k "$l3" 24M || fail "create on $l3"
+    expect_error "$l3: .*No space left on device" "$DISKIMG" convert -n -O qcow2 src.raw "$l3"
+    rc=0
+    qemu-img check "$l3" > chk.txt 2>&1 || rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 3 ] || { cat chk.txt >&2; fail "full device: check exit $rc"; }
+else
+    echo "no loop device here: the block-device cases are skipped"
+fi
+
 # --- refusals: a clear message and the image untouched ---------------------------
 untouched() {  # IMG: unchanged since its checksum was taken
     [ "$(sha1sum < "$1")" = "$(cat "$1.sum")" ] || fail "$1 was changed by a refused -n"

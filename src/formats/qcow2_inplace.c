@@ -818,6 +818,15 @@ int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *
     if ((r = qcow2_rc_open(&w->rc, w->q, d)) < 0)
         goto fail;
     w->rc_open = true;
+    /* a block device is as large as it is, not as the image: new clusters
+     * go after the last one in use (as qemu allocates them), not after the
+     * end of the device */
+    if (w->f->kind == BFILE_BLOCKDEV) {
+        uint64_t end;
+        if ((r = qcow2_rc_used_end(&w->rc, w->rc.file_size >> w->cbits, &end)) < 0)
+            goto fail;
+        w->rc.file_size = end << w->cbits;
+    }
     *out = &w->bd;
     return 0;
 fail:

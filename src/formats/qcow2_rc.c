@@ -178,6 +178,28 @@ int qcow2_rc_add(struct qcow2_rc *rc, uint64_t cluster, int delta)
     return qcow2_rc_set(rc, cluster, v + (uint64_t)(int64_t)delta);
 }
 
+int qcow2_rc_used_end(struct qcow2_rc *rc, uint64_t clusters, uint64_t *end)
+{
+    uint64_t c = clusters, v = 0;
+    int r;
+
+    while (c > 1) {
+        if (!qcow2_rc_has_block(rc, c - 1)) {
+            /* no refcount block: the whole range it would cover is free */
+            uint64_t start = (c - 1) / rc->per_block * rc->per_block;
+            c = start > 1 ? start : 1;
+            continue;
+        }
+        if ((r = qcow2_rc_get(rc, c - 1, &v)) < 0)
+            return r;
+        if (v)
+            break;
+        c--;
+    }
+    *end = c;
+    return 0;
+}
+
 /* ---- appending clusters ------------------------------------------------- */
 
 /* Blocks missing for clusters [a, b): no table entry, or beyond the table. */

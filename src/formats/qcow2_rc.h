@@ -52,6 +52,9 @@ int qcow2_rc_set(struct qcow2_rc *rc, uint64_t cluster, uint64_t v);
 int qcow2_rc_add(struct qcow2_rc *rc, uint64_t cluster, int delta);
 /* Lower by one the refcount of every cluster [off, off+len) touches. */
 int qcow2_rc_free_range(struct qcow2_rc *rc, uint64_t off, uint64_t len);
+/* *end = one past the last cluster with a non-zero refcount among the
+ * first `clusters` (at least 1: the header). */
+int qcow2_rc_used_end(struct qcow2_rc *rc, uint64_t clusters, uint64_t *end);
 /* Write the cached block back. */
 int qcow2_rc_flush(struct qcow2_rc *rc);
 

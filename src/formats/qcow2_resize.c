@@ -372,7 +372,7 @@ static int zero_tail(struct qcow2 *q, struct qcow2_rc *rc, const uint64_t *l1,
 static int truncate_tail(struct qcow2 *q, struct qcow2_rc *rc)
 {
     struct bfile *f = q->bd.file;
-    uint64_t cs = q->h.cluster_size, c, v = 0;
+    uint64_t cs = q->h.cluster_size, c;
     int r;
 
     if (f->kind != BFILE_REGULAR)
@@ -381,20 +381,8 @@ static int truncate_tail(struct qcow2 *q, struct qcow2_rc *rc)
     if ((r = bfile_refresh_size(f)) < 0)
         return r;
     q->file_size = f->size;
-    c = div_up(q->file_size, cs);
-    while (c > 1) {
-        if (!qcow2_rc_has_block(rc, c - 1)) {
-            /* no refcount block: the whole range it would cover is free */
-            uint64_t start = (c - 1) / rc->per_block * rc->per_block;
-            c = start > 1 ? start : 1;
-            continue;
-        }
-        if ((r = qcow2_rc_get(rc, c - 1, &v)) < 0)
-            return r;
-        if (v)
-            break;
-        c--;
-    }
+    if ((r = qcow2_rc_used_end(rc, div_up(q->file_size, cs), &c)) < 0)
+        return r;
     if (c * cs >= q->file_size)
         return 0;
     if (ftruncate(f->fd, (off_t)(c * cs)) < 0)

@@ -4,8 +4,10 @@
  * every guest cluster the conversion covers is rewritten:
  *
  *   - data over a cluster the image holds: written where it is; over an
- *     unallocated, zero or compressed cluster: into a cluster appended to
- *     the file (the compressed one's bytes are freed);
+ *     unallocated, zero or compressed cluster, or one an internal snapshot
+ *     shares: into a new cluster (the old one loses the active image's
+ *     reference; an L2 table a snapshot shares is copied first), taken
+ *     from the image's free space or appended;
  *   - zeros: v3 images get the zero flag (extended L2 entries: every
  *     subcluster zero); v2 images an unallocated cluster, or, over a
  *     backing file (which would show through), a cluster of zeros; a host
@@ -25,10 +27,11 @@
  * Safety: overwriting clusters in place is only right when nothing else
  * uses them, so the image is checked first (the same checks as `diskimg
  * check`) and refused when it has corruptions -- a cluster named twice, a
- * table overlapping data, a refcount too low.  Refused as well: dirty or
- * corrupt-flagged images, internal snapshots (their clusters are shared),
- * persistent bitmaps (they would go stale), external data files, and
- * images smaller than the source.
+ * table overlapping data, a refcount too low, a copied flag that does not
+ * match the refcount (what tells shared clusters from the active image's
+ * own).  Refused as well: dirty or corrupt-flagged images, persistent
+ * bitmaps (they would go stale), external data files, and images smaller
+ * than the source.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -70,6 +73,7 @@ struct qcow2ip {
     uint8_t *tab;               /* the L2 table being changed */
     uint64_t tab_l1i;           /* its L1 index, or NO_TABLE */
     uint64_t tab_off;           /* where it is; 0 while it does not exist */
+    bool tab_shared;            /* an internal snapshot's L1 table names it too */
     bool tab_dirty;
 
     struct free_range *frees;   /* host bytes to free once `tab` is written */
@@ -282,22 +286,35 @@ static int load_table(struct qcow2ip *w, uint64_t l1i)
         memset(w->tab, 0, w->cs);
     }
     w->tab_off = l2;
+    /* in an image that checks clean, the copied flag is set exactly when
+     * the refcount is 1 */
+    w->tab_shared = l2 && !(w->l1[l1i] & QCOW2_L1_COPIED);
     w->tab_l1i = l1i;
     return 0;
 }
 
-/* The loaded table, created (a new cluster named by the L1 table) if the
- * L1 entry was empty. */
+/* The loaded table, made the active image's own before it changes: created
+ * (a new cluster named by the L1 table) if the L1 entry was empty, copied
+ * if an internal snapshot shares it.  A copy names the same data clusters
+ * as the original; their refcounts already count the snapshot and the
+ * active image, so only the original table loses a reference. */
 static int ensure_table(struct qcow2ip *w)
 {
+    uint64_t old = w->tab_off;
     int r;
 
-    if (w->tab_off)
+    if (old && !w->tab_shared)
         return 0;
     if ((r = alloc_clusters(w, 1, &w->tab_off)) < 0)
         return r;
-    /* a reused cluster holds old bytes: the table starts empty */
-    memset(w->tab, 0, w->cs);
+    if (old) {
+        if ((r = defer_free(w, old, w->cs)) < 0)
+            return r;
+        w->tab_shared = false;
+    } else {
+        /* a reused cluster holds old bytes: the table starts empty */
+        memset(w->tab, 0, w->cs);
+    }
     w->l1[w->tab_l1i] = w->tab_off | QCOW2_L1_COPIED;
     w->l1_dirty = true;
     w->tab_dirty = true;
@@ -341,9 +358,14 @@ static int release_entry(struct qcow2ip *w, const struct qcow2_l2e *e)
     return 0;
 }
 
-static bool in_place(const struct qcow2_l2e *e)
+/* May guest cluster g (table loaded, entry decoded in e) be overwritten
+ * where it is?  Not when a snapshot shares it (the copied flag is clear). */
+static bool in_place(const struct qcow2ip *w, uint64_t g, const struct qcow2_l2e *e)
 {
-    return e->kind != QK_COMPRESSED && e->host != 0;
+    const uint8_t *p = w->tab + (g % w->h->l2_entries) * w->h->l2_entry_bytes;
+
+    return e->kind != QK_COMPRESSED && e->host != 0 && !w->tab_shared &&
+           (be64_get(p) & QCOW2_L2_COPIED);
 }
 
 /* ---- writing -------------------------------------------------------------------- */
@@ -384,14 +406,14 @@ static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n
 
     if ((r = get_entry(w, g, &e)) < 0)
         return r;
-    if (in_place(&e)) {
+    if (in_place(w, g, &e)) {
         /* as many as lie back to back in the file */
         uint64_t k = 1;
         struct qcow2_l2e x;
         while (k < n) {
             if ((r = get_entry(w, g + k, &x)) < 0)
                 return r;
-            if (!in_place(&x) || x.host != e.host + (k << w->cbits))
+            if (!in_place(w, g + k, &x) || x.host != e.host + (k << w->cbits))
                 break;
             k++;
         }
@@ -408,7 +430,7 @@ static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n
     while (k < n) {
         if ((r = get_entry(w, g + k, &x)) < 0)
             return r;
-        if (in_place(&x))
+        if (in_place(w, g + k, &x))
             break;
         k++;
     }
@@ -688,7 +710,6 @@ static const struct bd_driver bd_qcow2_inplace = {
 
 static int refuse(struct qcow2ip *w, uint64_t src_size)
 {
-    const struct qcow2 *q = w->q;
     const struct qcow2_header *h = w->h;
 
     if (h->incompatible & QCOW2_INCOMPAT_DIRTY)
@@ -703,9 +724,6 @@ static int refuse(struct qcow2ip *w, uint64_t src_size)
     if (h->has_bitmaps_ext)
         return FAIL(w, -ENOTSUP, "the image has persistent bitmaps, which writing into it "
                     "(-n) would leave stale; remove them first (qemu-img bitmap --remove)");
-    if (q->nsnaps)
-        return FAIL(w, -ENOTSUP, "writing into an image with internal snapshots (-n) is "
-                    "not supported (their clusters are shared)");
     if (w->img->size < src_size)
         return FAIL(w, -EINVAL, "output file is smaller than input file (%" PRIu64
                     " bytes, the input has %" PRIu64 ")", w->img->size, src_size);

@@ -19,10 +19,12 @@
  *     image's bytes (read before anything is written).
  *
  * Order: data, then refcounts, then the L2 table that names the data,
- * then the L1 table; a cluster is freed only after the table that dropped
- * it is written.  Like qemu's, the update is not atomic: a failed
- * conversion leaves a consistent image (at worst with leaked clusters)
- * holding part of the new content, and the command fails.
+ * then its L1 entry (when the table is new or a copy); a cluster is freed
+ * only after the tables that dropped it are written.  Like qemu's, the
+ * update is not atomic: a failed or killed conversion leaves an image that
+ * checks clean (at worst with leaked clusters) holding part of the new
+ * content, and the command fails.  (That holds for the process dying; a
+ * power cut may reorder the writes in the disk's cache.)
  *
  * Safety: overwriting clusters in place is only right when nothing else
  * uses them, so the image is checked first (the same checks as `diskimg
@@ -68,13 +70,13 @@ struct qcow2ip {
     uint64_t cs;
 
     uint64_t *l1;               /* all h->l1_size entries, host order */
-    bool l1_dirty;
 
     uint8_t *tab;               /* the L2 table being changed */
     uint64_t tab_l1i;           /* its L1 index, or NO_TABLE */
     uint64_t tab_off;           /* where it is; 0 while it does not exist */
     bool tab_shared;            /* an internal snapshot's L1 table names it too */
     bool tab_dirty;
+    bool tab_moved;             /* new or copied: its L1 entry must be written */
 
     struct free_range *frees;   /* host bytes to free once `tab` is written */
     size_t nfrees, frees_cap;
@@ -248,8 +250,10 @@ static int apply_frees(struct qcow2ip *w)
 
 /* ---- the L2 table being changed ----------------------------------------------- */
 
-/* Write the table back (its new clusters' refcounts first), then free what
- * it no longer names. */
+/* Write the table back (its new clusters' refcounts first), then the L1
+ * entry naming it if it moved, and only then free what it no longer names
+ * (a copied table's original among them): whenever the process dies, every
+ * cluster the file names still has its refcount -- at worst some leak. */
 static int flush_table(struct qcow2ip *w)
 {
     int r;
@@ -259,6 +263,13 @@ static int flush_table(struct qcow2ip *w)
             (r = bfile_pwrite(w->f, w->tab, w->cs, w->tab_off)) < 0)
             return r;
         w->tab_dirty = false;
+    }
+    if (w->tab_moved) {
+        uint8_t e[8];
+        be64_put(e, w->l1[w->tab_l1i]);
+        if ((r = bfile_pwrite(w->f, e, 8, w->h->l1_table_offset + w->tab_l1i * 8)) < 0)
+            return r;
+        w->tab_moved = false;
     }
     return apply_frees(w);
 }
@@ -316,7 +327,7 @@ static int ensure_table(struct qcow2ip *w)
         memset(w->tab, 0, w->cs);
     }
     w->l1[w->tab_l1i] = w->tab_off | QCOW2_L1_COPIED;
-    w->l1_dirty = true;
+    w->tab_moved = true;
     w->tab_dirty = true;
     return 0;
 }
@@ -625,33 +636,12 @@ static int ip_pwrite_compressed(struct bd *bd, const void *cdata, size_t clen, u
 
 /* ---- finish ---------------------------------------------------------------------- */
 
-static int write_l1(struct qcow2ip *w)
-{
-    uint64_t bytes = (uint64_t)w->h->l1_size * 8;
-    uint8_t *b;
-    int r;
-
-    if (!w->l1_dirty)
-        return 0;
-    if (!(b = malloc(bytes)))
-        return FAIL(w, -ENOMEM, "out of memory");
-    for (uint32_t i = 0; i < w->h->l1_size; i++)
-        be64_put(b + 8 * (uint64_t)i, w->l1[i]);
-    r = bfile_pwrite(w->f, b, bytes, w->h->l1_table_offset);
-    free(b);
-    if (r == 0)
-        w->l1_dirty = false;
-    return r;
-}
-
-/* Tables, refcounts and the L1 table onto the disk, in that order. */
+/* The table being changed (and its L1 entry), then the refcounts. */
 static int commit_metadata(struct qcow2ip *w)
 {
-    int r;
+    int r = flush_table(w);
 
-    if ((r = flush_table(w)) < 0 || (r = qcow2_rc_flush(&w->rc)) < 0)
-        return r;
-    return write_l1(w);
+    return r < 0 ? r : qcow2_rc_flush(&w->rc);
 }
 
 static int ip_finish(struct bd *bd)

@@ -86,6 +86,8 @@ struct bd_create_opts {
     bool durable;              /* fsync in finish() */
     bool existing;             /* -n: open the image already in the file */
     bool target_is_zero;       /* existing target already reads as zeros */
+    bool no_external_files;    /* existing target: open none of the files it
+                                  names, backing file included (fuzzing) */
     struct ioq *ioq;           /* write queue, or NULL for plain writes */
     /* Further files of the image (VMDK extents): create `path` (beside the
      * output) under a temporary name that the caller renames with the

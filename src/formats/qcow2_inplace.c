@@ -766,7 +766,9 @@ static int load_l1(struct qcow2ip *w)
 int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                  struct diag *d)
 {
-    struct bd_open_opts oo = { .format = "qcow2", .writable = true, .allow_external = true };
+    struct bd_open_opts oo = { .format = "qcow2", .writable = true, .allow_external = true,
+                               .no_external_files = o->no_external_files,
+                               .no_backing = o->no_external_files };
     struct qcow2ip *w;
     int r;
 

@@ -75,6 +75,9 @@ qemu-img bitmap --add -g 65536 --disable "$q/bitmap.qcow2" b1
 cp "$q/lazy.qcow2" "$q/dirty.qcow2"
 printf '\x01' | dd of="$q/dirty.qcow2" bs=1 seek=79 conv=notrunc status=none
 
+# writing into them (convert -n): the same images, sound or not
+cp -r "$q" "$out/fuzz_qcow2_inplace"
+
 # ---- vmdk ---------------------------------------------------------------
 v=$out/fuzz_vmdk
 mkdir -p "$v"

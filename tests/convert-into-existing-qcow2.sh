@@ -46,8 +46,8 @@ run_case() {  # SRC OPTS BACKING DISKIMG-FLAGS...
     cp q.qcow2 d.qcow2
     # qemu-img's reference without -W: qemu-img 7.2's -n -W into a qcow2
     # image now and then writes a cluster it has not counted (its own check
-    # then reports "refcount=0 reference=1"; seen once in ~60 runs on a
-    # loaded machine)
+    # then reports "refcount=0 reference=1"; 3 times in some 350 runs, each
+    # time on a busy machine)
     local q=() skip=0 a
     for a in "$@"; do
         if [ $skip = 1 ]; then skip=0; continue; fi

@@ -41,6 +41,19 @@ static void qcow2_close(struct bd *bd)
 }
 
 /* Read and decode the header cluster. */
+int qcow2_refuse_unclean(struct qcow2 *q)
+{
+    if (q->h.incompatible & QCOW2_INCOMPAT_DIRTY)
+        return diag_fail(q->bd.diag, -EINVAL, q->bd.filename, -1,
+                         "the image was not closed cleanly (dirty bit set); "
+                         "repair it first with 'diskimg check -r all'");
+    if (q->h.incompatible & QCOW2_INCOMPAT_CORRUPT)
+        return diag_fail(q->bd.diag, -EINVAL, q->bd.filename, -1,
+                         "the image is marked corrupt; repair it first with "
+                         "'diskimg check -r all'");
+    return 0;
+}
+
 static int read_header(struct qcow2 *q)
 {
     struct bd *bd = &q->bd;

@@ -17,6 +17,9 @@
  * The contexts are the thread's own (deflate_ctx.c): nothing is allocated
  * per cluster.
  */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <zlib.h>
 
 #include "formats/deflate_ctx.h"
@@ -45,4 +48,24 @@ ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len, void *out,
         return r > 0 ? 0 : r;
     return deflate_ctx_raw(in, len, out, limit, Z_DEFAULT_COMPRESSION, ZLIB_WINDOW_BITS,
                            ZLIB_MEM_LEVEL);
+}
+
+ssize_t qcow2w_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
+                                const void *rest, void *out, size_t cap)
+{
+    if (len > cluster_size)
+        return -EINVAL;
+    if (len == cluster_size)
+        return qcow2w_compress_cluster(type, in, len, out, cap);
+    /* readers inflate a whole cluster: pad the short one (a copy of its
+     * own, since this runs on several threads at once) */
+    uint8_t *pad = rest ? malloc(cluster_size) : calloc(1, cluster_size);
+    if (!pad)
+        return -ENOMEM;
+    if (rest)
+        memcpy(pad, rest, cluster_size);
+    memcpy(pad, in, len);
+    ssize_t r = qcow2w_compress_cluster(type, pad, cluster_size, out, cap);
+    free(pad);
+    return r;
 }

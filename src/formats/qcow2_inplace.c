@@ -69,7 +69,8 @@ struct qcow2ip {
     unsigned cbits;
     uint64_t cs;
 
-    uint64_t *l1;               /* all h->l1_size entries, host order */
+    uint64_t *l1;               /* the reader's active L1 table (q->l1, host
+                                   order): changed here as tables are added */
 
     uint8_t *tab;               /* the L2 table being changed */
     uint64_t tab_l1i;           /* its L1 index, or NO_TABLE */
@@ -92,12 +93,10 @@ struct qcow2ip {
     uint64_t pack_host;         /* host cluster compressed data goes into */
     uint64_t pack_used;         /* bytes of it used; cs = none open */
     uint64_t pack_refs;         /* compressed clusters in it (its refcount) */
-    uint64_t max_refcount;      /* what the refcount width holds */
 
     bool durable;
     bool target_is_zero;        /* --target-is-zero: zero runs need nothing */
     bool backing;               /* a backing file would show through holes */
-    bool version3;
     int err;                    /* first error: later calls fail with it */
 };
 
@@ -116,26 +115,6 @@ static int sticky(struct qcow2ip *w, int r)
 }
 
 /* ---- allocation and freeing ------------------------------------------------- */
-
-/* Point the header at the refcount table qcow2_rc_append had to move, then
- * free the old one (as resize does). */
-static int switch_reftable(struct qcow2ip *w, const struct qcow2_rc_grown *g)
-{
-    uint8_t b[12];
-    int r;
-
-    if ((r = qcow2_rc_flush(&w->rc)) < 0 || (r = bfile_sync(w->f)) < 0)
-        return r;
-    be64_put(b, w->rc.table_off);
-    be32_put(b + 8, w->rc.table_clusters);
-    if ((r = bfile_pwrite(w->f, b, sizeof(b), QH_REFCOUNT_TABLE_OFFSET)) < 0 ||
-        (r = bfile_sync(w->f)) < 0)
-        return r;
-    w->h->refcount_table_offset = w->rc.table_off;
-    w->h->refcount_table_clusters = w->rc.table_clusters;
-    return qcow2_rc_free_range(&w->rc, g->old_table_off,
-                               (uint64_t)g->old_table_clusters << w->cbits);
-}
 
 /* Up to `n` clusters that nothing uses, given refcount 1; *off is the
  * first of them, the return value how many (they are back to back).  Like
@@ -180,7 +159,7 @@ static int alloc_clusters(struct qcow2ip *w, uint64_t n, uint64_t *off)
     }
     if ((r = qcow2_rc_append(&w->rc, n, &first, &g)) < 0)
         return r;
-    if (g.new_table && (r = switch_reftable(w, &g)) < 0)
+    if (g.new_table && (r = qcow2_rc_adopt_table(&w->rc, w->q, &g)) < 0)
         return r;
     /* the blocks and table it added lie past the clusters asked for */
     w->scan = w->rc.file_size >> w->cbits;
@@ -284,7 +263,7 @@ static int load_table(struct qcow2ip *w, uint64_t l1i)
     if ((r = flush_table(w)) < 0)
         return r;
     w->tab_l1i = NO_TABLE;
-    if (l1i >= w->h->l1_size)
+    if (l1i >= w->q->l1_len)
         return FAIL(w, -EINVAL, "guest cluster past the L1 table");
     if ((r = qcow2_l1_entry_decode(w->h, w->l1[l1i], (uint32_t)l1i,
                                    w->h->l1_table_offset + l1i * 8, &l2, w->bd.diag,
@@ -500,12 +479,13 @@ static int ip_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
 /* Guest cluster g (table loaded) reads as zeros afterwards. */
 static int zero_cluster(struct qcow2ip *w, uint64_t g)
 {
+    bool v3 = w->h->version >= 3;     /* has the zero flag */
     struct qcow2_l2e e;
     int r;
 
     if ((r = get_entry(w, g, &e)) < 0)
         return r;
-    if (!w->version3 && w->backing) {
+    if (!v3 && w->backing) {
         /* no zero flag: store zeros, where the cluster is or in a new one */
         r = write_run(w, w->zeros, g, 1);
         return r < 0 ? r : 0;
@@ -523,7 +503,7 @@ static int zero_cluster(struct qcow2ip *w, uint64_t g)
         return 0;               /* reads as zeros already */
     if ((r = release_entry(w, &e)) < 0)
         return r;
-    return set_entry(w, g, w->version3 ? QCOW2_L2_ZERO : 0, 0);
+    return set_entry(w, g, v3 ? QCOW2_L2_ZERO : 0, 0);
 }
 
 static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
@@ -565,21 +545,8 @@ static ssize_t ip_compress(struct bd *bd, const void *in, size_t len, void *out,
 {
     struct qcow2ip *w = to_ip(bd);
 
-    if (len > w->cs)
-        return -EINVAL;
-    if (len == w->cs)
-        return qcow2w_compress_cluster(w->h->compression_type, in, len, out, cap);
-    /* a partial last cluster: readers inflate a whole cluster (the image's
-     * bytes after the source's end, or zeros); thread-safe, so its own copy */
-    uint8_t *pad = calloc(1, w->cs);
-    if (!pad)
-        return -ENOMEM;
-    if (w->tail)
-        memcpy(pad, w->tail, w->cs);
-    memcpy(pad, in, len);
-    ssize_t r = qcow2w_compress_cluster(w->h->compression_type, pad, w->cs, out, cap);
-    free(pad);
-    return r;
+    /* a short last cluster keeps the image's bytes after the source's end */
+    return qcow2w_compress_granule(w->h->compression_type, in, len, w->cs, w->tail, out, cap);
 }
 
 /* Compressed data never straddles host clusters here: each goes into the
@@ -597,7 +564,7 @@ static int write_compressed(struct qcow2ip *w, const void *cdata, size_t clen, u
         return r;
     /* a new host cluster when this one is full, or its refcount is as
      * high as the width allows (1-bit refcounts: one per host cluster) */
-    if (w->pack_used + clen > w->cs || w->pack_refs >= w->max_refcount) {
+    if (w->pack_used + clen > w->cs || w->pack_refs >= w->rc.max) {
         if ((r = alloc_clusters(w, 1, &w->pack_host)) < 0)
             return r;
         /* sectors of a reused cluster that no compressed data will cover
@@ -674,7 +641,6 @@ static void ip_close(struct bd *bd)
         qcow2_rc_close(&w->rc);
     if (w->img)
         bd_close(w->img);
-    free(w->l1);
     free(w->tab);
     free(w->frees);
     free(w->reuse);
@@ -701,13 +667,10 @@ static const struct bd_driver bd_qcow2_inplace = {
 static int refuse(struct qcow2ip *w, uint64_t src_size)
 {
     const struct qcow2_header *h = w->h;
+    int r = qcow2_refuse_unclean(w->q);
 
-    if (h->incompatible & QCOW2_INCOMPAT_DIRTY)
-        return FAIL(w, -EINVAL, "the image was not closed cleanly (dirty bit set); "
-                    "repair it first with 'diskimg check -r all'");
-    if (h->incompatible & QCOW2_INCOMPAT_CORRUPT)
-        return FAIL(w, -EINVAL, "the image is marked corrupt; repair it first with "
-                    "'diskimg check -r all'");
+    if (r < 0)
+        return r;
     if (h->incompatible & QCOW2_INCOMPAT_DATA_FILE)
         return FAIL(w, -ENOTSUP, "writing into an image with an external data file (-n) "
                     "is not supported");
@@ -743,23 +706,6 @@ static int verify(struct qcow2ip *w)
         return FAIL(w, -EINVAL, "the image has %" PRId64 " corruptions and %" PRId64
                     " check errors; writing into it could destroy data: repair it first "
                     "with 'diskimg check -r all'", cr.corruptions, cr.check_errors);
-    return 0;
-}
-
-static int load_l1(struct qcow2ip *w)
-{
-    const struct qcow2_header *h = w->h;
-    uint64_t bytes = (uint64_t)h->l1_size * 8;
-
-    if (!(w->l1 = calloc(h->l1_size ? h->l1_size : 1, 8)))
-        return FAIL(w, -ENOMEM, "out of memory");
-    if (!bytes)
-        return 0;
-    int r = bfile_pread(w->f, w->l1, bytes, h->l1_table_offset);
-    if (r < 0)
-        return r;
-    for (uint32_t i = 0; i < h->l1_size; i++)
-        w->l1[i] = be64_get((const uint8_t *)&w->l1[i]);
     return 0;
 }
 
@@ -800,13 +746,13 @@ int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *
     w->durable = o->durable;
     w->target_is_zero = o->target_is_zero;
     w->backing = w->img->backing != NULL || w->h->has_backing_file;
-    w->version3 = w->h->version >= 3;
     w->tab_l1i = NO_TABLE;
     w->pack_used = w->cs;
-    w->max_refcount = w->h->refcount_bits >= 64 ? UINT64_MAX
-                                                : (UINT64_C(1) << w->h->refcount_bits) - 1;
-    if ((r = refuse(w, o->size)) < 0 || (r = verify(w)) < 0 || (r = load_l1(w)) < 0)
+    if ((r = refuse(w, o->size)) < 0 || (r = verify(w)) < 0)
         goto fail;
+    /* the reader loaded the entries the virtual size needs (refuse(): all
+     * of them are in the table); no second copy */
+    w->l1 = w->q->l1;
     if (!(w->tab = malloc(w->cs)) || !(w->scratch = malloc(w->cs)) ||
         !(w->zeros = calloc(1, w->cs))) {
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");

@@ -189,6 +189,11 @@ static inline struct qcow2 *to_qcow2(struct bd *bd)
     return (struct qcow2 *)bd;
 }
 
+/* qcow2.c: before an image is changed in place (resize, convert -n):
+ * refuse one with the dirty bit or the corrupt bit set -- its refcounts
+ * cannot be trusted until check -r has run. */
+int qcow2_refuse_unclean(struct qcow2 *q);
+
 /* qcow2_snapshot.c */
 int qcow2_read_snapshots(struct qcow2 *q);
 /* Select the snapshot named by `spec` (NAME, snapshot.name=, snapshot.id=). */

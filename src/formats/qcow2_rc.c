@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/qcow2_format.h"
 #include "formats/qcow2_rc.h"
 #include "formats/qcow2_rcentry.h"
 #include "io/bfile.h"
@@ -332,4 +333,22 @@ int qcow2_rc_free_range(struct qcow2_rc *rc, uint64_t off, uint64_t len)
             return r;
     }
     return 0;
+}
+
+int qcow2_rc_adopt_table(struct qcow2_rc *rc, struct qcow2 *q, const struct qcow2_rc_grown *g)
+{
+    uint8_t b[QH_REFCOUNT_TABLE_CLUSTERS + 4 - QH_REFCOUNT_TABLE_OFFSET];
+    int r;
+
+    if ((r = qcow2_rc_flush(rc)) < 0 || (r = bfile_sync(rc->f)) < 0)
+        return r;
+    be64_put(b, rc->table_off);
+    be32_put(b + QH_REFCOUNT_TABLE_CLUSTERS - QH_REFCOUNT_TABLE_OFFSET, rc->table_clusters);
+    if ((r = bfile_pwrite(rc->f, b, sizeof(b), QH_REFCOUNT_TABLE_OFFSET)) < 0 ||
+        (r = bfile_sync(rc->f)) < 0)
+        return r;
+    q->h.refcount_table_offset = rc->table_off;
+    q->h.refcount_table_clusters = rc->table_clusters;
+    return qcow2_rc_free_range(rc, g->old_table_off,
+                               (uint64_t)g->old_table_clusters << rc->cbits);
 }

@@ -52,6 +52,11 @@ int qcow2_rc_set(struct qcow2_rc *rc, uint64_t cluster, uint64_t v);
 int qcow2_rc_add(struct qcow2_rc *rc, uint64_t cluster, int delta);
 /* Lower by one the refcount of every cluster [off, off+len) touches. */
 int qcow2_rc_free_range(struct qcow2_rc *rc, uint64_t off, uint64_t len);
+/* After qcow2_rc_append made a new refcount table (g->new_table) while the
+ * rest of the header stays: write the refcounts and sync, point the header
+ * at the new table and sync, then free the old table.  Updates q->h. */
+int qcow2_rc_adopt_table(struct qcow2_rc *rc, struct qcow2 *q, const struct qcow2_rc_grown *g);
+
 /* *end = one past the last cluster with a non-zero refcount among the
  * first `clusters` (at least 1: the header). */
 int qcow2_rc_used_end(struct qcow2_rc *rc, uint64_t clusters, uint64_t *end);

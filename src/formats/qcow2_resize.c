@@ -62,12 +62,9 @@ static int refuse(struct qcow2 *q, uint64_t new_size)
         return FAIL(q, -EINVAL, "a snapshot cannot be resized");
     if (new_size % 512)
         return FAIL(q, -EINVAL, "The new size must be a multiple of 512");
-    if (h->incompatible & QCOW2_INCOMPAT_DIRTY)
-        return FAIL(q, -EINVAL, "the image was not closed cleanly (dirty bit set); "
-                    "repair it first with 'diskimg check -r all'");
-    if (h->incompatible & QCOW2_INCOMPAT_CORRUPT)
-        return FAIL(q, -EINVAL, "the image is marked corrupt; repair it first with "
-                    "'diskimg check -r all'");
+    int r = qcow2_refuse_unclean(q);
+    if (r < 0)
+        return r;
     if (h->incompatible & QCOW2_INCOMPAT_DATA_FILE)
         return FAIL(q, -ENOTSUP, "resizing images with an external data file is not "
                     "supported");
@@ -305,18 +302,9 @@ static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t *l1,
         return r;
     if ((r = qcow2_rc_append(rc, 1, &first, &gr)) < 0)
         return r;
-    if (gr.new_table) {
-        /* the refcount table had to grow: switch the header to it now */
-        if ((r = qcow2_rc_flush(rc)) < 0 || (r = bfile_sync(q->bd.file)) < 0 ||
-            (r = write_header(q, h->size, h->l1_size, h->l1_table_offset, rc->table_off,
-                              rc->table_clusters)) < 0)
-            return r;
-        q->h.refcount_table_offset = rc->table_off;
-        q->h.refcount_table_clusters = rc->table_clusters;
-        if ((r = qcow2_rc_free_range(rc, gr.old_table_off, (uint64_t)gr.old_table_clusters
-                                     << h->cluster_bits)) < 0)
-            return r;
-    }
+    /* the refcount table had to grow: switch the header to it now */
+    if (gr.new_table && (r = qcow2_rc_adopt_table(rc, q, &gr)) < 0)
+        return r;
     uint64_t nl2 = first << h->cluster_bits;
     if ((r = bfile_pwrite(q->bd.file, tab, cs, nl2)) < 0 ||
         (r = qcow2_rc_flush(rc)) < 0 || (r = bfile_sync(q->bd.file)) < 0 ||

@@ -615,18 +615,7 @@ static ssize_t s_compress(struct bd *bd, const void *in, size_t len, void *out, 
 {
     struct qcow2s *s = to_s(bd);
 
-    if (len > s->cs)
-        return -EINVAL;
-    if (len == s->cs)
-        return qcow2w_compress_cluster(s->p.compression_type, in, len, out, cap);
-    /* the image's short last cluster: readers inflate whole clusters */
-    uint8_t *pad = calloc(1, s->cs);
-    if (!pad)
-        return -ENOMEM;
-    memcpy(pad, in, len);
-    ssize_t r = qcow2w_compress_cluster(s->p.compression_type, pad, s->cs, out, cap);
-    free(pad);
-    return r;
+    return qcow2w_compress_granule(s->p.compression_type, in, len, s->cs, NULL, out, cap);
 }
 
 static int s_finish(struct bd *bd)

@@ -371,21 +371,8 @@ static int q_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 ssize_t qcow2w_compress(struct bd *bd, const void *in, size_t len, void *out, size_t cap)
 {
     struct qcow2w *w = to_qcow2w(bd);
-    ssize_t r;
 
-    if (len > w->cs)
-        return -EINVAL;
-    if (len == w->cs)
-        return qcow2w_compress_cluster(w->p.compression_type, in, len, out, cap);
-    /* the last cluster of an image whose size is not a multiple of the
-     * cluster size: readers inflate a whole cluster, so pad it */
-    uint8_t *pad = calloc(1, w->cs);
-    if (!pad)
-        return -ENOMEM;
-    memcpy(pad, in, len);
-    r = qcow2w_compress_cluster(w->p.compression_type, pad, w->cs, out, cap);
-    free(pad);
-    return r;
+    return qcow2w_compress_granule(w->p.compression_type, in, len, w->cs, NULL, out, cap);
 }
 
 /* Where the next compressed cluster of clen bytes goes: into the tail of

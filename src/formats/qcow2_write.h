@@ -96,6 +96,13 @@ uint64_t qcow2w_compressed_entry(unsigned cluster_bits, uint64_t off, size_t cle
 ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len,
                                 void *out, size_t cap);
 
+/* The same for what the converter hands compress(): a whole cluster, or
+ * the image's short last one (len < cluster_size), padded to a cluster
+ * with the bytes of `rest` (cluster_size of them) or, when NULL, zeros --
+ * readers inflate whole clusters. */
+ssize_t qcow2w_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
+                                const void *rest, void *out, size_t cap);
+
 /* --- measure (qcow2_measure.c), qemu-img 7.2's arithmetic ----------------- */
 
 /* Refcount table + block clusters that cover `clusters` clusters and

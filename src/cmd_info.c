@@ -74,8 +74,10 @@ static struct jval *image_info(struct bd *bd, struct diag *d, int *err)
     }
     jv_set(o, "dirty-flag", jv_bool(bd->dirty));
     *err = 0;
-    if (bd->drv->info && (*err = bd->drv->info(bd, o)) < 0 && !d->err)
+    if (o && bd->drv->info && (*err = bd->drv->info(bd, o)) < 0 && !d->err)
         diag_fail(d, *err, bd->filename, -1, "cannot read image details");
+    if (*err == 0 && (*err = jv_status(o)) < 0)
+        diag_fail(d, *err, bd->filename, -1, "out of memory");
     return o;
 }
 
@@ -241,6 +243,8 @@ int cmd_info(int argc, char **argv)
     int err = 0;
     for (struct bd *b = bd; b && !err; b = chain ? b->backing : NULL)
         jv_push(all, image_info(b, &d, &err));
+    if (!err && (err = jv_status(all)) < 0)
+        diag_fail(&d, err, bd->filename, -1, "out of memory");
     if (err) {
         cli_report(&d);
         jv_free(all);

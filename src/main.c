@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "io/fault.h"
 
 struct command {
     const char *name;
@@ -58,6 +59,13 @@ static const char usage_text[] =
 
 int main(int argc, char **argv)
 {
+    char why[256];
+
+    /* the test-only fault injector: a bad rule stops the run before any I/O */
+    if (fault_env_error(why, sizeof(why)) < 0) {
+        cli_error("DISKIMG_FAULT: %s", why);
+        return 1;
+    }
     if (argc < 2)
         return cli_usage_error(NULL, "no command given");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))

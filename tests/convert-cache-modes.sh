@@ -1,5 +1,5 @@
 #!/bin/bash
-# -t none (O_DIRECT, padded tail), unsafe, writethrough; -T accepted;
+# -t none (O_DIRECT; an odd-sized tail goes through the cache), unsafe, writethrough; -T accepted;
 # --progress=json lines parse and end at 100%; -v names the I/O backend.
 . "$(dirname "$0")/lib.sh"
 gen -s 51 -u -m 1 -M 500K $((9 * 1024 * 1024 + 4097)) "$T/src.raw"

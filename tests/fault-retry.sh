@@ -28,14 +28,19 @@ for src in $srcs; do
             empty_dir "$T/o" "$src -> $fmt $f"
         done
     done
-    # one interruption at each read, in turn
+    # one interruption at each read, in turn (every one in the ASan build,
+    # every third in the plain one: sweep_case), each output the same
+    # bytes as qemu-img's reading of the source
     fault_counts "$T/in/$src" raw
+    qemu-img convert -O raw "$T/in/$src" "$T/ref.raw"
     for ((n = 1; n <= R; n++)); do
+        sweep_case $n $R || continue
         DISKIMG_FAULT=read:$n:EINTR,write:$n:EINTR "$DISKIMG" convert -O raw "$T/in/$src" "$T/o/out.raw" ||
             fail "$src: EINTR at read/write $n"
-        same_content "$T/in/$src" "$T/o/out.raw"
+        cmp -s "$T/ref.raw" "$T/o/out.raw" || fail "$src: EINTR at read/write $n: content differs"
         rm -f "$T/o/out.raw"
     done
+    rm -f "$T/ref.raw"
     echo "$src: ok"
 done
 unchanged retry

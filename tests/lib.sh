@@ -6,6 +6,10 @@
 #   expect_error RE CMD...  CMD must exit 1 with stderr matching RE, no signal
 #   qcompare A B         qemu-img compare must say identical
 #   vmdk_desc_text FILE  a vmdk descriptor file's text up to its first NUL
+#   asan_build           true when $DISKIMG is the ASan+UBSan build
+#   sweep_case N LAST    whether case N of an exhaustive sweep runs here
+#   cached KEY DIR CMD...  DIR made once per test run by CMD... DIR, shared
+#                        by the build variants (tests/out/cache)
 set -u
 DISKIMG=${DISKIMG:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/diskimg}
 TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -46,4 +50,67 @@ qcompare() {
 # ok CMD... : must succeed, stderr shown on failure
 ok() {
     "$@" 2>"$T/stderr.ok" || { cat "$T/stderr.ok" >&2; fail "command failed: $*"; }
+}
+
+# asan_build: $DISKIMG was built with AddressSanitizer (build-asan/)
+asan_build() {
+    if [ -z "${ASAN_BUILD:-}" ]; then
+        ASAN_BUILD=0
+        grep -q __asan_init "$DISKIMG" && ASAN_BUILD=1
+    fi
+    [ "$ASAN_BUILD" = 1 ]
+}
+
+# sweep_case N LAST: exhaustive sweeps (the Nth call of a kind failing, for
+# every N a run makes) run every case in the ASan build, where each case
+# also proves the error path free of memory errors and leaks; the plain
+# build repeats the same assertions without those, so it takes every
+# third case and the last (FULL_SWEEP=1: every case in both).  This keeps
+# make check within its time without a case that only one build covers.
+sweep_case() {
+    asan_build || [ "${FULL_SWEEP:-0}" = 1 ] || [ $(($1 % 3)) = 1 ] || [ "$1" = "$2" ]
+}
+
+# cached KEY DIR CMD...: run `CMD... DIR` once per test run for KEY (a
+# name that changes with whatever CMD's output depends on), then copy the
+# result to DIR.  The two build variants run side by side: the second
+# waits for the first's result instead of making its own.
+cached() {
+    local key=$1 dir=$2; shift 2
+    local cache=${TEST_CACHE:-$TOP/tests/out/cache}
+    mkdir -p "$cache"
+    (
+        flock 9
+        if [ ! -d "$cache/$key" ]; then
+            rm -rf "$cache/$key.tmp"
+            "$@" "$cache/$key.tmp" >/dev/null || exit 1
+            mv "$cache/$key.tmp" "$cache/$key"
+        fi
+    ) 9>"$cache/$key.lock" || return 1
+    mkdir -p "$dir"
+    cp -a "$cache/$key/." "$dir/"
+}
+
+# yal_read IMAGE OUT: the guest disk of IMAGE as libyal's independent reader
+# sees it (qcowmount, vmdkmount or vhdimount, through FUSE, by the image's
+# format as qemu-img names it), copied to the raw file OUT.  Skips (77) when
+# the tool or /dev/fuse is missing; any other failure fails the test.
+yal_read() {
+    local img=$1 out=$2 fmt tool mnt rc=0
+    fmt=$(qemu-img info --output=json "$img" | sed -n 's/^ *"format": "\(.*\)",*$/\1/p' | head -n 1)
+    case $fmt in
+        qcow2) tool=qcowmount ;;
+        vmdk) tool=vmdkmount ;;
+        vpc|vhdx) tool=vhdimount ;;
+        *) fail "yal_read: no libyal reader for format '$fmt' of $img" ;;
+    esac
+    need "$tool"
+    [ -c /dev/fuse ] || skip "no /dev/fuse for $tool"
+    mnt=$(mktemp -d "$T/yal.XXXXXX")
+    timeout 30 "$tool" "$img" "$mnt" >"$T/yal.err" 2>&1 ||
+        { cat "$T/yal.err" >&2; rmdir "$mnt"; fail "$tool cannot read $img"; }
+    cp "$mnt"/* "$out" || rc=$?
+    umount "$mnt" 2>/dev/null || fusermount3 -u "$mnt" 2>/dev/null || fusermount -u "$mnt"
+    rmdir "$mnt"
+    [ $rc -eq 0 ] || fail "$tool: cannot copy the disk of $img"
 }

@@ -22,8 +22,9 @@
  * is not counted (so `write:1+:EINTR` fails every first attempt, and in
  * `write:1:EINTR,write:2:EIO` the EIO hits the second write, not the retry
  * of the first).  When several rules match a call, the first one listed wins.
- * A rule that does not parse aborts the program on first use: a typo in a
- * test must not silently test nothing.
+ * A value that does not parse makes every call fail with EINVAL (a typo in
+ * a test must not silently test nothing); fault_env_error() gives the
+ * reason, and the program checks it at start-up to refuse to run.
  */
 #ifndef DISKIMG_FAULT_H
 #define DISKIMG_FAULT_H
@@ -39,6 +40,10 @@ int fault_inject(enum fault_op op, size_t *len);
 
 /* True when any rule is active or calls are being counted. */
 int fault_active(void);
+
+/* -EINVAL with the reason (naming the rule) in `why` when DISKIMG_FAULT is
+ * set but does not parse; 0 otherwise. */
+int fault_env_error(char *why, size_t why_len);
 
 /* One parsed rule. */
 struct fault_rule {

@@ -1,51 +1,97 @@
 #include "util/jval.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void *must(void *p)
-{
-    if (!p) {
-        fputs("diskimg: out of memory\n", stderr);
-        abort();
-    }
-    return p;
-}
+/* Out of memory: the constructors return NULL and jv_set/jv_push take NULL
+ * for a value or a container; a container that lost a value is marked
+ * `failed`, and jv_status() finds the mark anywhere in the tree. */
 
 static struct jval *mk(enum jtype t)
 {
-    struct jval *v = must(calloc(1, sizeof(*v)));
-    v->type = t;
+    struct jval *v = calloc(1, sizeof(*v));
+    if (v)
+        v->type = t;
     return v;
 }
 
 struct jval *jv_null(void) { return mk(J_NULL); }
-struct jval *jv_bool(bool b) { struct jval *v = mk(J_BOOL); v->v.b = b; return v; }
-struct jval *jv_int(int64_t i) { struct jval *v = mk(J_INT); v->v.i = i; return v; }
-struct jval *jv_uint(uint64_t u) { struct jval *v = mk(J_UINT); v->v.u = u; return v; }
-struct jval *jv_double(double d) { struct jval *v = mk(J_DOUBLE); v->v.d = d; return v; }
 struct jval *jv_array(void) { return mk(J_ARRAY); }
 struct jval *jv_object(void) { return mk(J_OBJECT); }
+
+struct jval *jv_bool(bool b)
+{
+    struct jval *v = mk(J_BOOL);
+    if (v)
+        v->v.b = b;
+    return v;
+}
+
+struct jval *jv_int(int64_t i)
+{
+    struct jval *v = mk(J_INT);
+    if (v)
+        v->v.i = i;
+    return v;
+}
+
+struct jval *jv_uint(uint64_t u)
+{
+    struct jval *v = mk(J_UINT);
+    if (v)
+        v->v.u = u;
+    return v;
+}
+
+struct jval *jv_double(double d)
+{
+    struct jval *v = mk(J_DOUBLE);
+    if (v)
+        v->v.d = d;
+    return v;
+}
 
 struct jval *jv_str(const char *s)
 {
     struct jval *v = mk(J_STRING);
-    v->v.s = must(strdup(s ? s : ""));
+    if (v && !(v->v.s = strdup(s ? s : ""))) {
+        free(v);
+        v = NULL;
+    }
     return v;
 }
 
-static void grow(struct jval *c)
+/* Room for one more child; false (and nothing changed) when out of memory. */
+static bool grow(struct jval *c)
 {
     if (c->n < c->cap)
-        return;
-    c->cap = c->cap ? c->cap * 2 : 8;
-    c->items = must(realloc(c->items, c->cap * sizeof(*c->items)));
-    if (c->type == J_OBJECT)
-        c->keys = must(realloc(c->keys, c->cap * sizeof(*c->keys)));
+        return true;
+    size_t cap = c->cap ? c->cap * 2 : 8;
+    struct jval **items = realloc(c->items, cap * sizeof(*items));
+    if (!items)
+        return false;
+    c->items = items;
+    if (c->type == J_OBJECT) {
+        char **keys = realloc(c->keys, cap * sizeof(*keys));
+        if (!keys)
+            return false;  /* items is bigger than needed: harmless */
+        c->keys = keys;
+    }
+    c->cap = cap;
+    return true;
 }
 
 struct jval *jv_set(struct jval *obj, const char *key, struct jval *v)
 {
+    if (!obj) {
+        jv_free(v);
+        return NULL;
+    }
+    if (!v) {
+        obj->failed = true;
+        return NULL;
+    }
     for (size_t i = 0; i < obj->n; i++) {
         if (strcmp(obj->keys[i], key) == 0) {
             jv_free(obj->items[i]);
@@ -53,17 +99,40 @@ struct jval *jv_set(struct jval *obj, const char *key, struct jval *v)
             return v;
         }
     }
-    grow(obj);
-    obj->keys[obj->n] = must(strdup(key));
+    char *k = grow(obj) ? strdup(key) : NULL;
+    if (!k) {
+        obj->failed = true;
+        jv_free(v);
+        return NULL;
+    }
+    obj->keys[obj->n] = k;
     obj->items[obj->n++] = v;
     return v;
 }
 
 struct jval *jv_push(struct jval *arr, struct jval *v)
 {
-    grow(arr);
+    if (!arr) {
+        jv_free(v);
+        return NULL;
+    }
+    if (!v || !grow(arr)) {
+        arr->failed = true;
+        jv_free(v);
+        return NULL;
+    }
     arr->items[arr->n++] = v;
     return v;
+}
+
+int jv_status(const struct jval *v)
+{
+    if (!v || v->failed)
+        return -ENOMEM;
+    for (size_t i = 0; i < v->n; i++)
+        if (jv_status(v->items[i]) < 0)
+            return -ENOMEM;
+    return 0;
 }
 
 struct jval *jv_get(const struct jval *obj, const char *key)

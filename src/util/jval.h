@@ -1,7 +1,10 @@
 /* jval: a small tree of JSON values, built by commands and drivers and
  * printed either as JSON (the layout of qemu-img --output=json: 4-space
  * indent, keys in insertion order) or as qemu-img's indented human form.
- * Allocation failure aborts: the trees are tiny and bounded by the caller.
+ * Out of memory never aborts: a constructor returns NULL, jv_set/jv_push
+ * accept NULL (for the value or the container: the value is freed, the
+ * container marked), and jv_status() tells the caller, once, before it uses
+ * the tree, whether anything was lost on the way.
  */
 #ifndef DISKIMG_JVAL_H
 #define DISKIMG_JVAL_H
@@ -25,6 +28,7 @@ struct jval {
     struct jval **items;
     char **keys;
     size_t n, cap;
+    bool failed;      /* a child could not be added (out of memory) */
 };
 
 struct jval *jv_null(void);
@@ -36,14 +40,19 @@ struct jval *jv_str(const char *s);
 struct jval *jv_array(void);
 struct jval *jv_object(void);
 
-/* Set obj[key] = v (replacing an existing key in place); returns v. */
+/* Set obj[key] = v (replacing an existing key in place); returns v, or
+ * NULL when obj or v is NULL or memory ran out (v is then freed). */
 struct jval *jv_set(struct jval *obj, const char *key, struct jval *v);
-/* Append v to arr; returns v. */
+/* Append v to arr; returns v, or NULL as jv_set does. */
 struct jval *jv_push(struct jval *arr, struct jval *v);
 /* obj[key] or NULL. */
 struct jval *jv_get(const struct jval *obj, const char *key);
 
 void jv_free(struct jval *v);
+
+/* 0 when the tree `v` is whole; -ENOMEM when v is NULL or a value was lost
+ * building it.  Check before printing or reading a tree. */
+int jv_status(const struct jval *v);
 
 /* JSON, pretty-printed with 4-space indentation, no trailing newline. */
 void jv_print_json(FILE *out, const struct jval *v, int indent);

@@ -7,31 +7,31 @@
 
 #include "util/size.h"
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) {
-        fputs("diskimg: out of memory\n", stderr);
-        abort();
-    }
-    return q;
-}
-
+/* Out of memory leaves the list as it was and returns -ENOMEM. */
 int kvopts_set(struct kvopts *o, const char *key, const char *val)
 {
+    char *v = strdup(val);
+
+    if (!v)
+        return -ENOMEM;
     for (size_t i = 0; i < o->n; i++) {
         if (strcmp(o->v[i].key, key) == 0) {
             free(o->v[i].val);
-            o->v[i].val = strdup(val);
-            return o->v[i].val ? 0 : -ENOMEM;
+            o->v[i].val = v;
+            return 0;
         }
     }
-    o->v = xrealloc(o->v, (o->n + 1) * sizeof(*o->v));
-    o->v[o->n].key = strdup(key);
-    o->v[o->n].val = strdup(val);
-    o->v[o->n].used = false;
-    if (!o->v[o->n].key || !o->v[o->n].val)
+    char *k = strdup(key);
+    struct kv *nv = k ? realloc(o->v, (o->n + 1) * sizeof(*o->v)) : NULL;
+    if (!nv) {
+        free(k);
+        free(v);
         return -ENOMEM;
+    }
+    o->v = nv;
+    o->v[o->n].key = k;
+    o->v[o->n].val = v;
+    o->v[o->n].used = false;
     o->n++;
     return 0;
 }

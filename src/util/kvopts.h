@@ -21,10 +21,12 @@ struct kvopts {
     struct kv *v;
 };
 
-/* Append the pairs of `s`.  Returns 0, or -EINVAL with a reason in err. */
+/* Append the pairs of `s`.  Returns 0, or -EINVAL (or -ENOMEM) with a
+ * reason in err. */
 int kvopts_parse(struct kvopts *o, const char *s, char *err, size_t errlen);
 
-/* Set key=val (replaces an earlier value). */
+/* Set key=val (replaces an earlier value).  0, or -ENOMEM (the list is
+ * then unchanged). */
 int kvopts_set(struct kvopts *o, const char *key, const char *val);
 
 /* Last value of `key` (marking it used), or NULL. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -92,23 +93,44 @@ static void print_help_options(const char *fmt)
         fputs(drv->create_options_help, stdout);
 }
 
-/* The backing file's size (opened relative to IMG's folder, as qemu does). */
-static int backing_size(const struct args *a, uint64_t *size, struct diag *d)
+/* The backing file's path: relative to IMG's folder, as qemu does. */
+static char *backing_path(const struct args *a)
 {
     char *copy = strdup(a->img), *path = NULL;
-    struct bd_open_opts bo = { .format = a->backing_fmt, .allow_external = true };
-    struct bd *b = NULL;
-    int r;
 
     if (!copy)
-        return diag_fail(d, -ENOMEM, a->img, -1, "out of memory");
+        return NULL;
     if (a->backing[0] == '/')
         path = strdup(a->backing);
     else if (asprintf(&path, "%s/%s", dirname(copy), a->backing) < 0)
         path = NULL;
     free(copy);
-    if (!path)
-        return diag_fail(d, -ENOMEM, a->img, -1, "out of memory");
+    return path;
+}
+
+/* Replacing IMG by an image whose backing file is IMG would lose its data
+ * (and make a loop): the same name, or the same file by another name. */
+static bool backing_is_target(const struct args *a, const char *bpath)
+{
+    struct stat bs, is;
+
+    if (stat(bpath, &bs) == 0 && stat(a->img, &is) == 0)
+        return bs.st_dev == is.st_dev && bs.st_ino == is.st_ino;
+    char *rb = realpath(bpath, NULL), *ri = realpath(a->img, NULL);
+    bool same = strcmp(bpath, a->img) == 0 || (rb && ri && strcmp(rb, ri) == 0);
+    free(rb);
+    free(ri);
+    return same;
+}
+
+/* The backing file's size. */
+static int backing_size(const struct args *a, const char *path, uint64_t *size,
+                        struct diag *d)
+{
+    struct bd_open_opts bo = { .format = a->backing_fmt, .allow_external = true };
+    struct bd *b = NULL;
+    int r;
+
     r = bd_open(&b, path, &bo, d);
     if (r == 0) {
         *size = b->size;
@@ -119,7 +141,6 @@ static int backing_size(const struct args *a, uint64_t *size, struct diag *d)
         diag_fail(d, r, a->img, -1, "Could not open backing image '%s': %s", a->backing, why);
     }
     bd_close(b);
-    free(path);
     return r;
 }
 
@@ -143,9 +164,10 @@ static void print_formatting(const struct args *a, uint64_t size)
     struct bd_create_opts co = { .size = size, .o = &o, .backing_file = a->backing,
                                  .backing_fmt = a->backing_fmt };
     char err[256];
-    for (size_t i = 0; i < a->o.n; i++)
-        kvopts_set(&o, a->o.v[i].key, a->o.v[i].val);
-    if (qcow2w_parse_params(&o, &co, &p, err, sizeof(err)) == 0) {
+    int r = 0;
+    for (size_t i = 0; i < a->o.n && r == 0; i++)
+        r = kvopts_set(&o, a->o.v[i].key, a->o.v[i].val);
+    if (r == 0 && qcow2w_parse_params(&o, &co, &p, err, sizeof(err)) == 0) {
         static const char *const pre[] = { "off", "metadata", "falloc", "full" };
         printf(" cluster_size=%u extended_l2=%s", 1u << p.cluster_bits,
                p.extended_l2 ? "on" : "off");
@@ -166,6 +188,12 @@ static void print_formatting(const struct args *a, uint64_t size)
     }
     putchar('\n');
     kvopts_free(&o);
+}
+
+static void print_warning(void *opaque, const char *file, int64_t offset, const char *msg)
+{
+    (void)opaque, (void)offset;
+    fprintf(stderr, "diskimg: warning: %s%s%s\n", file ? file : "", file ? ": " : "", msg);
 }
 
 static void report(const struct args *a, const struct diag *d)
@@ -190,6 +218,12 @@ int cmd_create(int argc, char **argv)
         return r < 0 ? 0 : 1;
     }
     diag_init(&d);
+    d.warn = print_warning;
+    /* first: every thread started later inherits its signal mask */
+    if (outfile_install_signal_cleanup(&d) < 0) {
+        cli_report(&d);
+        goto fail_args;
+    }
     const struct bd_driver *drv = bd_find_driver(a.fmt);
     if (!drv || !drv->create) {
         cli_error("%s: unknown or read-only format '%s' (use raw, qcow2 or vmdk)",
@@ -234,9 +268,30 @@ int cmd_create(int argc, char **argv)
         cli_error("%s: Backing format cannot be used without backing file", a.img);
         goto fail_args;
     }
+    if (a.backing) {
+        char *bpath = backing_path(&a);
+        if (!bpath) {
+            cli_error("out of memory");
+            goto fail_args;
+        }
+        bool same = backing_is_target(&a, bpath);
+        free(bpath);
+        if (same) {
+            cli_error("%s: Error: Trying to create an image with the same filename as the "
+                      "backing file", a.img);
+            goto fail_args;
+        }
+    }
     if (a.backing && !a.unsafe) {
         uint64_t bsize = 0;
-        if (backing_size(&a, &bsize, &d) < 0) {
+        char *bpath = backing_path(&a);
+        if (!bpath) {
+            cli_error("out of memory");
+            goto fail_args;
+        }
+        r = backing_size(&a, bpath, &bsize, &d);
+        free(bpath);
+        if (r < 0) {
             report(&a, &d);
             goto fail_args;
         }
@@ -254,7 +309,6 @@ int cmd_create(int argc, char **argv)
     fflush(stdout);
     size += -size & 511;        /* whole sectors, as qemu-img */
 
-    outfile_install_signal_cleanup();
     if ((r = outfile_open(&of, a.img, 0, &d)) < 0)
         goto fail;
     have_of = true;

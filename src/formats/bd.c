@@ -2,11 +2,9 @@
 #include "formats/bd.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include "formats/registry.h"
 #include "io/bfile.h"
@@ -126,215 +124,6 @@ int bd_open(struct bd **out, const char *path, const struct bd_open_opts *o,
     return bd_open_bfile(out, f, o, NULL, d);
 }
 
-/* The folder of `path` (which must exist), fully resolved. */
-static char *folder_of(const char *path)
-{
-    char *real = realpath(path, NULL);
-    if (!real)
-        return NULL;
-    char *slash = strrchr(real, '/');
-    if (slash == real)
-        slash[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    return real;
-}
-
-static bool is_protocol(const char *ref)
-{
-    /* "nbd:", "http://", "json:{...}" ... but not "C:\" style or plain names */
-    const char *colon = strchr(ref, ':');
-    const char *slash = strchr(ref, '/');
-    if (!colon || (slash && slash < colon))
-        return false;
-    for (const char *p = ref; p < colon; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-              (*p >= '0' && *p <= '9') || *p == '+' || *p == '-'))
-            return false;
-    return colon > ref + 1;
-}
-
-/* `p` (absolute) with "//", "." and ".." resolved as text, in place;
- * ".." at the root stays at the root. */
-static void lexical_normalize(char *p)
-{
-    char *out = p;          /* p[0] is '/' */
-    const char *in = p;
-
-    while (*in) {
-        while (*in == '/')
-            in++;
-        if (!*in)
-            break;
-        const char *end = strchr(in, '/');
-        size_t n = end ? (size_t)(end - in) : strlen(in);
-        if (n == 1 && in[0] == '.') {
-            /* skip */
-        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
-            while (out > p && *--out != '/')
-                ;
-        } else {
-            *out++ = '/';
-            memmove(out, in, n);
-            out += n;
-        }
-        in += n;
-    }
-    if (out == p)
-        *out++ = '/';
-    *out = '\0';
-}
-
-static bool inside_folder(const char *path, const char *folder)
-{
-    size_t fl = strlen(folder);
-    return strncmp(path, folder, fl) == 0 &&
-           (path[fl] == '/' || (fl == 1 && folder[0] == '/'));
-}
-
-int bd_resolve_ref(struct bd *from, const char *ref, char **path)
-{
-    const struct bd_open_opts *o = from->opts;
-    const char *fpath = from->file ? from->file->path : from->filename;
-    struct diag *d = from->diag;
-    char *folder = NULL, *joined = NULL, *real = NULL;
-    int r = 0;
-
-    *path = NULL;
-    if (!ref[0])
-        return diag_fail(d, -EINVAL, fpath, -1, "empty file reference");
-    if (o && o->no_external_files)
-        return diag_fail(d, -EPERM, fpath, -1,
-                         "refers to another file ('%s'), which is not allowed here", ref);
-    if (is_protocol(ref))
-        return diag_fail(d, -ENOTSUP, fpath, -1,
-                         "refers to '%s': protocols and json: references are not supported",
-                         ref);
-    if (!from->file || (from->file->kind != BFILE_REGULAR &&
-                        from->file->kind != BFILE_BLOCKDEV && from->file->kind != BFILE_SLICE))
-        return diag_fail(d, -ENOTSUP, fpath, -1,
-                         "refers to '%s', but references cannot be followed from a stream",
-                         ref);
-    /* for an OVA member, references resolve next to the OVA */
-    const struct bfile *anchor = from->file;
-    while (anchor->kind == BFILE_SLICE)
-        anchor = anchor->base;
-    folder = folder_of(anchor->path);
-    if (!folder)
-        return diag_errno(d, -errno, anchor->path, -1, "cannot resolve folder");
-    if (ref[0] == '/')
-        joined = strdup(ref);
-    else if (asprintf(&joined, "%s/%s", folder, ref) < 0)
-        joined = NULL;
-    if (!joined) {
-        r = diag_fail(d, -ENOMEM, fpath, -1, "out of memory");
-        goto out;
-    }
-    if (!(o && o->allow_external)) {
-        /* Outside as written: refused before the file system is asked, so
-         * that an image cannot learn which host files exist from the
-         * messages ("does not exist" / "outside"). */
-        char *lex = strdup(joined);
-        if (!lex) {
-            r = diag_fail(d, -ENOMEM, fpath, -1, "out of memory");
-            goto out;
-        }
-        lexical_normalize(lex);
-        if (!inside_folder(lex, folder)) {
-            r = diag_fail(d, -EPERM, fpath, -1,
-                          "refers to '%s' (%s), outside the image's folder %s; "
-                          "pass --allow-external to follow it", ref, lex, folder);
-            free(lex);
-            goto out;
-        }
-        free(lex);
-    }
-    real = realpath(joined, NULL);
-    if (!real) {
-        r = -errno;
-        if (r == -ENOENT)
-            r = diag_fail(d, r, fpath, -1, "refers to '%s', which does not exist (looked for %s)",
-                          ref, joined);
-        else
-            r = diag_errno(d, r, joined, -1, "cannot resolve reference");
-        goto out;
-    }
-    if (!(o && o->allow_external)) {
-        if (!inside_folder(real, folder)) {
-            r = diag_fail(d, -EPERM, fpath, -1,
-                          "refers to '%s' (%s), outside the image's folder %s; "
-                          "pass --allow-external to follow it", ref, real, folder);
-            goto out;
-        }
-    }
-    *path = joined;
-    joined = NULL;
-out:
-    free(folder);
-    free(joined);
-    free(real);
-    return r;
-}
-
-int bd_open_ref_file(struct bd *from, const char *ref, bool writable,
-                     struct bfile **out)
-{
-    char *path;
-    int r = bd_resolve_ref(from, ref, &path);
-
-    if (r < 0)
-        return r;
-    r = bfile_open(out, path, writable ? BFILE_O_RDWR : 0, from->diag);
-    free(path);
-    return r;
-}
-
-static bool same_file(const struct bfile *a, const struct bfile *b)
-{
-    struct stat sa, sb;
-
-    while (a->kind == BFILE_SLICE)
-        a = a->base;
-    while (b->kind == BFILE_SLICE)
-        b = b->base;
-    if (a == b)
-        return true;
-    if (a->fd < 0 || b->fd < 0)
-        return false;
-    if (fstat(a->fd, &sa) < 0 || fstat(b->fd, &sb) < 0)
-        return false;
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-int bd_open_ref(struct bd *from, const char *ref, const char *format,
-                struct bd **out)
-{
-    struct bd_open_opts o = *from->opts;
-    struct bfile *f;
-    int r;
-
-    *out = NULL;
-    if (from->depth + 1 >= BD_MAX_DEPTH)
-        return diag_fail(from->diag, -ELOOP, from->filename, -1,
-                         "backing chain is deeper than %d images", BD_MAX_DEPTH);
-    r = bd_open_ref_file(from, ref, false, &f);
-    if (r < 0)
-        return r;
-    for (struct bd *b = from; b; b = b->parent) {
-        if (b->file && same_file(b->file, f)) {
-            r = diag_fail(from->diag, -ELOOP, from->filename, -1,
-                          "refers to '%s', which is already in its own chain (a loop)", ref);
-            bfile_close(f);
-            return r;
-        }
-    }
-    o.format = format;
-    o.writable = false;
-    o.snapshot = NULL;
-    o.disk_index = 0;
-    return bd_open_bfile(out, f, &o, from, from->diag);
-}
-
 int bd_block_status(struct bd *bd, uint64_t off, uint64_t len,
                     struct bd_extent *e)
 {
@@ -410,10 +199,45 @@ void bd_close(struct bd *bd)
 }
 
 /* Free the base fields; drivers call this from close(). */
+static struct bd *chain_top(struct bd *bd)
+{
+    while (bd->parent)
+        bd = bd->parent;
+    return bd;
+}
+
+int bd_table_budget(struct bd *bd, uint64_t bytes, const char *file, const char *what)
+{
+    struct bd *top = chain_top(bd);
+
+    if (bytes > BD_MAX_TABLE_BYTES - top->chain_table_bytes)
+        return diag_fail(bd->diag, -ENOMEM, file, -1,
+                         "%s need more than the %llu MiB budget for the tables of one "
+                         "image chain (%llu MiB held already)", what,
+                         (unsigned long long)(BD_MAX_TABLE_BYTES >> 20),
+                         (unsigned long long)(top->chain_table_bytes >> 20));
+    top->chain_table_bytes += bytes;
+    bd->table_bytes += bytes;
+    return 0;
+}
+
+void bd_table_return(struct bd *bd, uint64_t bytes)
+{
+    struct bd *top = chain_top(bd);
+
+    if (bytes > bd->table_bytes)
+        bytes = bd->table_bytes;
+    bd->table_bytes -= bytes;
+    top->chain_table_bytes -= bytes;
+}
+
 void bd_release(struct bd *bd)
 {
     if (!bd)
         return;
+    /* (the layers are released before the image that refers to them:
+     * the top is still there) */
+    bd_table_return(bd, bd->table_bytes);
     bd_close(bd->backing);
     bd->backing = NULL;
     bfile_close(bd->file);

@@ -71,7 +71,8 @@ struct bd_open_opts {
     bool writable;             /* open for writing (resize, check -r) */
     bool allow_external;       /* references may leave the image's folder */
     bool no_backing;           /* do not open backing files / parents */
-    bool no_external_files;    /* refuse every reference (fuzzing) */
+    bool no_external_files;    /* refuse every reference to a file (fuzzing;
+                                  members of an archive are still read) */
     bool ignore_parent_cid;    /* vmdk: accept a parent whose CID differs */
     const char *snapshot;      /* -l: NAME, snapshot.name=, snapshot.id= */
     unsigned disk_index;       /* OVA: which disk (0 = first) */
@@ -88,6 +89,8 @@ struct bd_create_opts {
     bool target_is_zero;       /* existing target already reads as zeros */
     bool no_external_files;    /* existing target: open none of the files it
                                   names, backing file included (fuzzing) */
+    bool allow_external;       /* existing target: its references may leave
+                                  its folder (--allow-external) */
     struct ioq *ioq;           /* write queue, or NULL for plain writes */
     /* Further files of the image (VMDK extents): create `path` (beside the
      * output) under a temporary name that the caller renames with the
@@ -150,8 +153,9 @@ struct bd_driver {
     int (*create)(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                   struct diag *d);
     /* `done` runs exactly once, also when the call fails.  The buffer is
-     * 4 KiB aligned; after a write that ends the image, the buffer holds
-     * zeros up to the next 4 KiB boundary (O_DIRECT padding). */
+     * 4 KiB aligned (O_DIRECT output can take it as it is) and holds
+     * exactly `len` bytes: a driver reads nothing past them, and writes
+     * nothing past off+len (the target may hold more, -n). */
     int (*pwrite)(struct bd *bd, const void *buf, size_t len, uint64_t off,
                   ioq_done_fn done, void *opaque);
     /* Make [off, off+len) read as zeros (holes in a new image cost nothing). */
@@ -172,6 +176,12 @@ struct bd_driver {
     /* Optional: add format details to the `info` object (qemu-img's keys:
      * "cluster-size", "format-specific", "snapshots", "dirty-flag", ...). */
     int (*info)(struct bd *bd, struct jval *obj);
+
+    /* Optional, archives (OVA): open the member that `ref` names, for a
+     * reference made by the image in `from` (a member this archive handed
+     * out).  References inside an archive resolve to its members only. */
+    int (*open_member)(struct bd *archive, const struct bfile *from, const char *ref,
+                       struct bfile **out);
 
     /* Optional: verify metadata (qemu-img check). */
     int (*check)(struct bd *bd, struct bd_check_result *r, unsigned fix);
@@ -203,7 +213,9 @@ struct bd {
     uint64_t size;             /* virtual size in bytes */
     uint32_t granule;          /* write/allocation unit (cluster size), >= 512 */
     struct diag *diag;
-    const struct bd_open_opts *opts;  /* opts the chain was opened with */
+    /* The options this image was opened with (a copy: its strings must
+     * outlive the bd; references get driver names, which are static). */
+    struct bd_open_opts opts;
     struct bd *parent;         /* the image that refers to this one, or NULL */
     int depth;                 /* 0 for the top image */
 
@@ -215,6 +227,12 @@ struct bd {
     bool dirty;                /* dirty flag / unclean shutdown marker */
     void *priv;                /* driver state if not embedding */
 
+    /* Memory of the tables this image keeps while open, counted against
+     * its chain's budget (bd_table_budget); in the top image, also the
+     * chain's total (the image an archive hands out counts in the archive). */
+    uint64_t table_bytes;
+    uint64_t chain_table_bytes;
+
     /* Set by create() for formats that need it (vmdk streamOptimized): */
     bool out_compressed;       /* every data granule goes through compress(),
                                   -c or not (grains are always compressed) */
@@ -224,6 +242,23 @@ struct bd {
 /* Initialise the base fields (drivers call this in open/create). */
 void bd_init(struct bd *bd, const struct bd_driver *drv, struct bfile *f,
              struct diag *d);
+
+/* --- the chain's memory budget ---------------------------------------------------- */
+
+/* What the tables every image of one chain keeps while it is open (VMDK
+ * grain directories, scan indexes and metadata maps; qcow2 L1 and snapshot
+ * tables) may take together: a chain of small images that each stay under
+ * their own limits cannot add up to gigabytes. */
+#define BD_MAX_TABLE_BYTES (256ull << 20)
+
+/* Count `bytes` more for `bd` against its chain's budget (the counter is in
+ * the top image: every layer reaches it through `parent`).  Over the
+ * budget: -ENOMEM, recorded as "FILE: WHAT need more than the 256 MiB
+ * budget ...", and nothing is counted. */
+int bd_table_budget(struct bd *bd, uint64_t bytes, const char *file, const char *what);
+
+/* Give back bytes counted for `bd` (a table it freed or replaced). */
+void bd_table_return(struct bd *bd, uint64_t bytes);
 
 /* --- generic operations ------------------------------------------------------ */
 
@@ -236,13 +271,18 @@ int bd_open_bfile(struct bd **out, struct bfile *f, const struct bd_open_opts *o
                   struct bd *parent, struct diag *d);
 
 /* A file an image refers to (backing file, data file, extent, parent).
- * `ref` is resolved against the folder of `from`'s file; a reference that
- * leaves that folder (absolute elsewhere, "..", a symlink out) is refused
- * unless from->opts->allow_external.  Loops (the same file twice in one
- * chain) and chains deeper than BD_MAX_DEPTH are refused.  On success *path
- * is the resolved path (malloc'd). */
+ * `ref` is resolved against the folder of `from`'s file and opened beneath
+ * it in one step (openat2 RESOLVE_BENEATH, or a walk with O_NOFOLLOW where
+ * openat2 is missing), so a symlink swapped in meanwhile cannot lead out.
+ * A reference that leaves that folder (absolute elsewhere, "..", a symlink
+ * out) is refused unless from->opts.allow_external; one that is outside as
+ * written is refused before the file system is asked.  Only regular files
+ * and block devices are opened: a FIFO or a character device is refused
+ * without blocking.  Inside an archive the reference names a member of that
+ * archive (never a host file).  Loops (the same file twice in one chain)
+ * and chains deeper than BD_MAX_DEPTH are refused; so is an archive as a
+ * backing file or parent. */
 #define BD_MAX_DEPTH 64
-int bd_resolve_ref(struct bd *from, const char *ref, char **path);
 int bd_open_ref_file(struct bd *from, const char *ref, bool writable,
                      struct bfile **out);
 int bd_open_ref(struct bd *from, const char *ref, const char *format,

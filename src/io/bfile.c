@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -12,6 +13,88 @@
 
 #include "io/fault.h"
 #include "util/diag.h"
+
+/* The open-file registry (bfile.h): a list of the open regular files and
+ * block devices, newest first. */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bfile *reg_head;
+static uint64_t reg_seq;
+
+static void reg_add(struct bfile *f, const struct stat *st)
+{
+    f->dev = st->st_dev;
+    f->ino = st->st_ino;
+    f->rdev = st->st_rdev;
+    f->blockdev = S_ISBLK(st->st_mode);
+    pthread_mutex_lock(&reg_lock);
+    f->open_seq = ++reg_seq;
+    f->reg_prev = NULL;
+    f->reg_next = reg_head;
+    if (reg_head)
+        reg_head->reg_prev = f;
+    reg_head = f;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void reg_remove(struct bfile *f)
+{
+    if (!f->open_seq)
+        return;
+    pthread_mutex_lock(&reg_lock);
+    if (f->reg_prev)
+        f->reg_prev->reg_next = f->reg_next;
+    else
+        reg_head = f->reg_next;
+    if (f->reg_next)
+        f->reg_next->reg_prev = f->reg_prev;
+    pthread_mutex_unlock(&reg_lock);
+    f->open_seq = 0;
+}
+
+static bool same_file(const struct bfile *f, bool blockdev, dev_t dev, ino_t ino, dev_t rdev)
+{
+    if (blockdev || f->blockdev)
+        return blockdev && f->blockdev && f->rdev == rdev;
+    return f->dev == dev && f->ino == ino;
+}
+
+uint64_t bfile_open_mark(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    uint64_t m = reg_seq;
+    pthread_mutex_unlock(&reg_lock);
+    return m;
+}
+
+bool bfile_is_open(const struct stat *st, uint64_t mark)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&reg_lock);
+    for (const struct bfile *f = reg_head; f && !found; f = f->reg_next)
+        found = f->open_seq <= mark &&
+                same_file(f, S_ISBLK(st->st_mode), st->st_dev, st->st_ino, st->st_rdev);
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
+bool bfile_written_input(uint64_t mark, char *name, size_t len)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&reg_lock);
+    for (const struct bfile *w = reg_head; w && !found; w = w->reg_next) {
+        if (w->open_seq <= mark || !w->writable)
+            continue;
+        for (const struct bfile *f = reg_head; f && !found; f = f->reg_next)
+            if (f->open_seq <= mark && same_file(f, w->blockdev, w->dev, w->ino, w->rdev)) {
+                snprintf(name, len, "%s", w->path);
+                found = true;
+            }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
 
 static struct bfile *bfile_new(enum bfile_kind kind, int fd, const char *path,
                                struct diag *d)
@@ -26,6 +109,7 @@ static struct bfile *bfile_new(enum bfile_kind kind, int fd, const char *path,
     }
     f->kind = kind;
     f->fd = fd;
+    f->dir_fd = -1;
     f->diag = d;
     pthread_mutex_init(&f->lock, NULL);
     return f;
@@ -84,6 +168,8 @@ int bfile_from_fd(struct bfile **out, int fd, const char *path, bool writable,
     }
     f->size = size;
     f->writable = writable;
+    if (kind != BFILE_STREAM)
+        reg_add(f, &st);
     if (kind == BFILE_STREAM && !writable) {
         f->head = malloc(BFILE_STREAM_HEAD);
         if (!f->head) {
@@ -104,7 +190,10 @@ int bfile_open(struct bfile **out, const char *path, unsigned flags, struct diag
         fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
         if (fd < 0)
             return diag_errno(d, -errno, "(stdin)", -1, "cannot use standard input");
-        return bfile_from_fd(out, fd, "(stdin)", false, d);
+        int r = bfile_from_fd(out, fd, "(stdin)", false, d);
+        if (r == 0)
+            (*out)->std_stream = true;
+        return r;
     }
     oflags |= (flags & (BFILE_O_RDWR | BFILE_O_CREATE)) ? O_RDWR : O_RDONLY;
     if (flags & BFILE_O_CREATE)
@@ -154,12 +243,31 @@ int bfile_open_slice(struct bfile **out, struct bfile *base, uint64_t off,
     return 0;
 }
 
+int bfile_open_slice_head(struct bfile **out, struct bfile *base, uint64_t off,
+                          uint64_t len, const char *name, uint8_t *head,
+                          size_t head_len)
+{
+    int r = head_len <= len ? bfile_open_slice(out, base, off, len, name) :
+            diag_fail(base->diag, -EINVAL, base->path, (int64_t)off,
+                      "internal error: slice head longer than the slice");
+    if (r < 0) {
+        free(head);
+        return r;
+    }
+    (*out)->head = head;
+    (*out)->head_len = head_len;
+    return 0;
+}
+
 void bfile_close(struct bfile *f)
 {
     if (!f)
         return;
+    reg_remove(f);
     if (f->fd >= 0)
         close(f->fd);
+    if (f->dir_fd >= 0)
+        close(f->dir_fd);
     pthread_mutex_destroy(&f->lock);
     free(f->head);
     free(f->path);
@@ -289,7 +397,19 @@ int bfile_pread_upto(struct bfile *f, void *buf, size_t len, uint64_t off,
             *got = n;
             return 0;
         }
-        return bfile_pread_upto(f->base, buf, n, f->base_off + off, got);
+        size_t from_head = 0;
+        if (off < f->head_len) {
+            from_head = f->head_len - (size_t)off < n ? f->head_len - (size_t)off : n;
+            memcpy(buf, f->head + off, from_head);
+            if (from_head == n) {
+                *got = n;
+                return 0;
+            }
+        }
+        int r = bfile_pread_upto(f->base, (char *)buf + from_head, n - from_head,
+                                 f->base_off + off + from_head, got);
+        *got += from_head;
+        return r;
     }
     case BFILE_STREAM:
         return stream_read(f, buf, len, off, got);

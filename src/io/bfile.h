@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 struct diag;
 
@@ -36,6 +37,8 @@ struct bfile {
     enum bfile_kind kind;
     int fd;                 /* -1 for BFILE_MEMORY */
     char *path;             /* as the user or the referring image named it */
+    bool std_stream;        /* standard input or output ("-"): `path` is only
+                               a name for messages, never a file name */
     uint64_t size;          /* bytes; for streams UINT64_MAX until EOF is seen */
     bool writable;
     struct diag *diag;      /* where failures are recorded (may be NULL) */
@@ -44,15 +47,43 @@ struct bfile {
 
     struct bfile *base;     /* BFILE_SLICE: the containing file (not owned) */
     uint64_t base_off;      /* BFILE_SLICE: where the slice starts in it */
+    size_t head_len;        /* BFILE_SLICE: its first head_len bytes are in
+                               `head` (read already from a stream) */
+
+    /* The folder the file was opened in (O_PATH descriptor, owned), when it
+     * was opened beneath another image's folder: the references of the
+     * image in it are opened beneath this one.  -1: the folder of `path`. */
+    int dir_fd;
 
     /* write-behind (bfile_set_writebehind) */
     uint64_t wb_window, wb_pending, wb_lo, wb_hi, wb_prev_lo, wb_prev_hi;
 
+    /* the open-file registry (bfile_is_open): regular files and block
+     * devices, numbered in the order they were opened */
+    uint64_t open_seq;      /* 0: not registered */
+    dev_t dev, rdev;
+    ino_t ino;
+    bool blockdev;
+    struct bfile *reg_prev, *reg_next;
+
     /* BFILE_STREAM state */
     pthread_mutex_t lock;
     uint64_t pos;           /* next byte the pipe will deliver */
-    uint8_t *head;          /* first min(pos, BFILE_STREAM_HEAD) bytes */
+    uint8_t *head;          /* first min(pos, BFILE_STREAM_HEAD) bytes
+                               (BFILE_SLICE: its first head_len bytes) */
 };
+
+/* The open-file registry, for "the output is also an input": every regular
+ * file and block device opened through bfile is known while it is open.
+ * bfile_open_mark() is the number of the last one opened so far.
+ * bfile_is_open(): is the file `st` describes (the same inode; a block
+ * device: the same device number, whatever node it was opened by) open as
+ * a bfile numbered at most `mark`?  bfile_written_input(): is a bfile
+ * opened for writing after `mark` the file of one opened up to `mark`
+ * (then its name goes to `name`)? */
+uint64_t bfile_open_mark(void);
+bool bfile_is_open(const struct stat *st, uint64_t mark);
+bool bfile_written_input(uint64_t mark, char *name, size_t len);
 
 /* Flags for bfile_open. */
 #define BFILE_O_RDWR    0x1   /* open for writing too */
@@ -75,6 +106,13 @@ int bfile_open_mem(struct bfile **out, const char *name, const void *data,
 /* A read-only view of `len` bytes at `off` of `base` (which must outlive it). */
 int bfile_open_slice(struct bfile **out, struct bfile *base, uint64_t off,
                      uint64_t len, const char *name);
+
+/* The same over a stream whose first `head_len` bytes at `off` were read
+ * already (they are in `head`, malloc'd, taken over also on failure): reads
+ * of them come from `head`, the rest from the stream. */
+int bfile_open_slice_head(struct bfile **out, struct bfile *base, uint64_t off,
+                          uint64_t len, const char *name, uint8_t *head,
+                          size_t head_len);
 
 void bfile_close(struct bfile *f);
 

@@ -25,11 +25,13 @@
 
 static const char help_text[] =
     "Usage: diskimg convert [OPTIONS] SRC [SRC2 ...] DST\n"
-    "Copy the guest content of SRC (several are concatenated) into a new image DST.\n"
+    "Copy the guest content of SRC into a new image DST.  Several sources follow\n"
+    "one another, each starting on a 512-byte boundary (as in qemu-img).\n"
     "Zero ranges are never read when the source's metadata knows them, and zero\n"
     "runs found in the data stay holes (raw) or unallocated clusters (qcow2).\n"
     "The output is written under a temporary name and renamed into place only\n"
-    "when complete; a failed or interrupted run leaves nothing at DST.\n"
+    "when complete; a failed or interrupted run leaves nothing at DST.  A DST\n"
+    "that is replaced hands its owner, mode, ACL and xattrs on to the new file.\n"
     "DST '-' writes to standard output: raw, or qcow2 (the source, which must be\n"
     "a file, is then read twice: once to plan the layout, once to write it).\n"
     "\n"
@@ -218,21 +220,6 @@ static int parse_args(int argc, char **argv, struct args *a)
     return 0;
 }
 
-/* Is `st` the file of any image in the chain of `bd`? */
-static bool chain_uses(const struct bd *bd, const struct stat *st)
-{
-    for (; bd; bd = bd->backing) {
-        const struct bfile *f = bd->file;
-        while (f && f->kind == BFILE_SLICE)
-            f = f->base;
-        struct stat s2;
-        if (f && f->fd >= 0 && fstat(f->fd, &s2) == 0 &&
-            s2.st_dev == st->st_dev && s2.st_ino == st->st_ino)
-            return true;
-    }
-    return false;
-}
-
 static unsigned online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -318,7 +305,11 @@ int cmd_convert(int argc, char **argv)
     diag_init(&src_d);
     d.warn = print_warning;
     d.warn_opaque = &a;
-    outfile_install_signal_cleanup();
+    /* first: every thread started later inherits its signal mask */
+    if (outfile_install_signal_cleanup(&d) < 0) {
+        cli_report(&d);
+        goto fail_args;
+    }
 
     const struct bd_driver *odrv = bd_find_driver(a.out_fmt);
     if (!odrv) {
@@ -364,27 +355,22 @@ int cmd_convert(int argc, char **argv)
     uint64_t total = convert_total_size(src, (size_t)a.nsrcs);
     /* raw from a pipe: the size is known only at its end */
     bool size_unknown = total == UINT64_MAX;
+    if (size_unknown && !sequential) {
+        cli_error("the sources are too large together (more than 2^64 bytes)");
+        goto fail;
+    }
     if (size_unknown && strcmp(odrv->name, "raw") != 0) {
         cli_error("%s: the size of a raw stream is not known in advance; convert it "
                   "with -O raw (or from a file) to get %s output", a.srcs[0], odrv->name);
         goto fail_quiet;
     }
 
-    /* never write onto an input */
-    struct stat dst_st;
-    if (strcmp(a.dst, "-") != 0 && stat(a.dst, &dst_st) == 0 && S_ISREG(dst_st.st_mode)) {
-        for (int i = 0; i < a.nsrcs; i++) {
-            if (chain_uses(src[i], &dst_st)) {
-                cli_error("%s: the output is also an input; refusing to overwrite it", a.dst);
-                goto fail_quiet;
-            }
-        }
-    }
-
-    /* the output's backing file (-B), read to write only differences */
+    /* the output's backing file (-B), read to write only differences; the
+     * file is the user's choice, the references it makes obey the rule */
     if (a.backing) {
         char *bp = backing_path(a.backing, a.dst);
-        struct bd_open_opts bo = { .format = a.backing_fmt, .allow_external = true };
+        struct bd_open_opts bo = { .format = a.backing_fmt,
+                                   .allow_external = a.allow_external };
         if (!bp) {
             cli_error("out of memory");
             goto fail;
@@ -395,6 +381,18 @@ int cmd_convert(int argc, char **argv)
             goto fail;
         if (!a.backing_fmt)
             a.backing_fmt = out_backing->drv->name;
+    }
+
+    /* never write onto an input: every file the sources (their backing
+     * files, extents and data files) and -B have open is an input; the
+     * target is compared here, the files the output driver adds (extents,
+     * a -n target's data file) once it has made them */
+    uint64_t inputs_mark = bfile_open_mark();
+    struct stat dst_st;
+    if (strcmp(a.dst, "-") != 0 && stat(a.dst, &dst_st) == 0 &&
+        bfile_is_open(&dst_st, inputs_mark)) {
+        cli_error("%s: the output is also an input; refusing to overwrite it", a.dst);
+        goto fail_quiet;
     }
 
     bool durable = !a.cache || strcmp(a.cache, "unsafe") != 0;
@@ -451,12 +449,15 @@ int cmd_convert(int argc, char **argv)
     struct bd_create_opts co = {
         .size = size_unknown ? 0 : total, .o = &a.o, .backing_file = a.backing, .backing_fmt = a.backing_fmt,
         .compress = a.compress, .durable = durable, .existing = a.no_create,
+        .allow_external = a.allow_external,
         .target_is_zero = a.target_is_zero, .ioq = ioq,
         .add_file = of.tmp ? outfile_add_file : NULL, .add_file_opaque = &of,
     };
     if ((r = odrv->create(&out, of.f, &co, &d)) < 0)
         goto fail;
     of.f = NULL; /* the driver owns the file now */
+    if ((r = outfile_check_inputs(&of, inputs_mark, &d)) < 0)
+        goto fail;
     const char *unused = kvopts_unused(&a.o);
     if (unused) {
         cli_error("invalid option '%s' for %s output (see -o help)", unused, odrv->name);

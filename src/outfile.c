@@ -1,11 +1,10 @@
+/* outfile.h: the output's files under temporary names until the commit. */
 #define _GNU_SOURCE
 #include "outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,84 +12,29 @@
 #include <unistd.h>
 
 #include "io/bfile.h"
-#include "io/fault.h"
+#include "outfile_priv.h"
 #include "util/diag.h"
 
-/* The temporary file a signal handler must remove (one output at a time),
- * and the output's further files (outfile_add). */
-static char pending_tmp[PATH_MAX];
-static volatile sig_atomic_t pending_set;
-static char **volatile pending_extra;
-static volatile size_t pending_n_extra;
-
-static void on_fatal_signal(int sig)
+void outfile_unlink_pending(const struct outfile *of)
 {
-    if (pending_set)
-        unlink(pending_tmp);
-    for (size_t i = 0; pending_extra && i < pending_n_extra; i++)
-        if (pending_extra[i])
-            unlink(pending_extra[i]);
-    signal(sig, SIG_DFL);
-    raise(sig);
+    if (of->tmp)
+        unlink(of->tmp);
+    for (size_t i = 0; i < of->n_extra; i++)
+        if (of->extra[i].tmp)
+            unlink(of->extra[i].tmp);
 }
 
-void outfile_install_signal_cleanup(void)
+/* A new file ".NAME.diskimg-XXXXXX" beside `target`, with the permissions
+ * of `meta_from` (whose stat is *st) or, without one, 0644 less the umask.
+ * Called under the lock, so that the caller can make the name pending
+ * before a signal can look. */
+static int make_temp(const char *target, const char *shown, int oflags, const char *meta_from,
+                     const struct stat *st, char **tmp, int *fdp, struct diag *d)
 {
-    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT };
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_fatal_signal;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-        sigaction(sigs[i], &sa, NULL);
-}
-
-static void set_pending(const char *tmp)
-{
-    sigset_t all, old;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    if (tmp) {
-        snprintf(pending_tmp, sizeof(pending_tmp), "%s", tmp);
-        pending_set = 1;
-    } else {
-        pending_set = 0;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void set_pending_extra(char **tmp, size_t n)
-{
-    sigset_t all, old;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    pending_extra = tmp;
-    pending_n_extra = n;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-/* A new file ".NAME.diskimg-XXXXXX" beside `target` (mode 0644 less the
- * umask); *tmp receives its path. */
-static int make_temp(const char *target, const char *shown, int oflags, char **tmp,
-                     int *fdp, struct diag *d)
-{
-    char *dcopy = strdup(target), *bcopy = strdup(target);
-    if (!dcopy || !bcopy) {
-        free(dcopy);
-        free(bcopy);
+    *tmp = outfile_name_template(target, "");
+    if (!*tmp)
         return diag_fail(d, -ENOMEM, shown, -1, "out of memory");
-    }
-    int n = asprintf(tmp, "%s/.%s.diskimg-XXXXXX", dirname(dcopy), basename(bcopy));
-    free(dcopy);
-    free(bcopy);
-    if (n < 0) {
-        *tmp = NULL;
-        return diag_fail(d, -ENOMEM, shown, -1, "out of memory");
-    }
-    int fd = mkostemp(*tmp, oflags);
+    int fd = mkostemp(*tmp, oflags);       /* mode 0600 */
     if (fd < 0) {
         int e = errno;
         free(*tmp);
@@ -100,15 +44,21 @@ static int make_temp(const char *target, const char *shown, int oflags, char **t
                              e == EROFS ? "read-only file system" : "permission denied");
         return diag_errno(d, -e, shown, -1, "cannot create the output");
     }
-    mode_t um = umask(0);
-    umask(um);
-    if (fchmod(fd, 0644 & ~um) < 0) {
-        int e = -errno;
+    int r = 0;
+    if (meta_from) {
+        r = outfile_copy_meta(fd, meta_from, st, shown, d);
+    } else {
+        mode_t um = umask(0);
+        umask(um);
+        if (fchmod(fd, 0644 & ~um) < 0)
+            r = diag_errno(d, -errno, shown, -1, "cannot set permissions");
+    }
+    if (r < 0) {
         close(fd);
         unlink(*tmp);
         free(*tmp);
         *tmp = NULL;
-        return diag_errno(d, e, shown, -1, "cannot set permissions");
+        return r;
     }
     *fdp = fd;
     return 0;
@@ -122,6 +72,19 @@ static int open_in_place(struct outfile *of, const char *path, unsigned flags,
     return bfile_open(&of->f, path, bf, d);
 }
 
+static int open_stdout(struct outfile *of, struct diag *d)
+{
+    int fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return diag_errno(d, -errno, "(stdout)", -1, "cannot use standard output");
+    of->in_place = true;
+    of->to_stdout = true;
+    int r = bfile_from_fd(&of->f, fd, "(stdout)", true, d);
+    if (r == 0)
+        of->f->std_stream = true;
+    return r;
+}
+
 static int open_target(struct outfile *of, const char *path, unsigned flags,
                        struct diag *d)
 {
@@ -131,13 +94,8 @@ static int open_target(struct outfile *of, const char *path, unsigned flags,
     of->path = strdup(path);
     if (!of->path)
         return diag_fail(d, -ENOMEM, path, -1, "out of memory");
-    if (strcmp(path, "-") == 0) {
-        int fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-            return diag_errno(d, -errno, "(stdout)", -1, "cannot use standard output");
-        of->in_place = true;
-        return bfile_from_fd(&of->f, fd, "(stdout)", true, d);
-    }
+    if (strcmp(path, "-") == 0)
+        return open_stdout(of, d);
     bool exists = stat(path, &st) == 0;
     if (flags & OUTFILE_EXISTING) {
         if (!exists)
@@ -154,23 +112,34 @@ static int open_target(struct outfile *of, const char *path, unsigned flags,
     of->final = exists ? realpath(path, NULL) : strdup(path);
     if (!of->final)
         return diag_errno(d, -errno, path, -1, "cannot resolve target");
+    if (!outfile_name_fits(of->final))
+        return diag_fail(d, -ENAMETOOLONG, path, -1, "the file name is longer than a "
+                         "folder entry can be (%d bytes)", NAME_MAX);
+    if (exists && S_ISREG(st.st_mode)) {
+        of->replaces = true;
+        if (outfile_old_extents(of->final, path, &of->old_ext, &of->n_old_ext) < 0)
+            return diag_fail(d, -ENOMEM, path, -1, "out of memory");
+        of->meta_from = strdup(of->n_old_ext ? of->old_ext[0] : of->final);
+        if (!of->meta_from)
+            return diag_fail(d, -ENOMEM, path, -1, "out of memory");
+    }
     int fd, oflags = O_CLOEXEC | ((flags & OUTFILE_DIRECT) ? O_DIRECT : 0);
-    int r = make_temp(of->final, path, oflags, &of->tmp, &fd, d);
+    outfile_lock();
+    int r = make_temp(of->final, path, oflags, of->replaces ? of->final : NULL, &st,
+                      &of->tmp, &fd, d);
+    if (r == 0)
+        outfile_set_active(of);
+    outfile_unlock();
     if (r < 0)
         return r;
-    set_pending(of->tmp);
     r = bfile_from_fd(&of->f, fd, of->tmp, true, d);
-    if (r < 0) {
-        outfile_discard(of);
+    if (r < 0)
         return r;
-    }
     /* messages name the target, not the temporary file */
     free(of->f->path);
     of->f->path = strdup(path);
-    if (!of->f->path) {
-        outfile_discard(of);
+    if (!of->f->path)
         return diag_fail(d, -ENOMEM, path, -1, "out of memory");
-    }
     return 0;
 }
 
@@ -186,31 +155,54 @@ int outfile_open(struct outfile *of, const char *path, unsigned flags,
 int outfile_add(struct outfile *of, const char *path, struct bfile **f,
                 const char **tmp, struct diag *d)
 {
-    char *t = NULL, *fin = NULL;
+    char *t = NULL, *fin = NULL, *dir = NULL;
+    struct stat st;
+    const char *meta = NULL;
     int fd, r;
 
     *f = NULL;
     if (!of->tmp)
         return diag_fail(d, -ENOTSUP, path, -1,
                          "an image of several files needs a new output file");
-    char **nf = realloc(of->extra_final, (of->n_extra + 1) * sizeof(*nf));
-    if (nf)
-        of->extra_final = nf;
-    char **nt = realloc(of->extra_tmp, (of->n_extra + 1) * sizeof(*nt));
-    if (nt) {
-        of->extra_tmp = nt;
-        set_pending_extra(of->extra_tmp, of->n_extra);    /* the array moved */
-    }
-    if (!nf || !nt || !(fin = strdup(path)))
+    /* beside the target itself: the descriptor names its extents relative
+     * to its own folder, which a symlink as the target may not be */
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (!strchr(of->final, '/'))
+        fin = strdup(base);
+    else if (!(dir = outfile_dirname(of->final)) || asprintf(&fin, "%s/%s", dir, base) < 0)
+        fin = NULL;
+    free(dir);
+    if (!fin)
         return diag_fail(d, -ENOMEM, path, -1, "out of memory");
-    if ((r = make_temp(path, path, O_CLOEXEC, &t, &fd, d)) < 0) {
+    if (!outfile_name_fits(fin)) {
+        free(fin);
+        return diag_fail(d, -ENAMETOOLONG, path, -1, "the file name is longer than a "
+                         "folder entry can be (%d bytes)", NAME_MAX);
+    }
+    struct outfile_extra *ne = realloc(of->extra, (of->n_extra + 1) * sizeof(*ne));
+    if (!ne) {
+        free(fin);
+        return diag_fail(d, -ENOMEM, path, -1, "out of memory");
+    }
+    /* the file it replaces gives its permissions; a new one those of the
+     * old image */
+    if (lstat(fin, &st) == 0 && S_ISREG(st.st_mode))
+        meta = fin;
+    else if (of->meta_from && stat(of->meta_from, &st) == 0)
+        meta = of->meta_from;
+    outfile_lock();
+    of->extra = ne;     /* moved: the signal thread reads it under the lock */
+    r = make_temp(fin, path, O_CLOEXEC, meta, &st, &t, &fd, d);
+    if (r == 0) {
+        of->extra[of->n_extra].final = fin;
+        of->extra[of->n_extra].tmp = t;
+        of->n_extra++;
+    }
+    outfile_unlock();
+    if (r < 0) {
         free(fin);
         return r;
     }
-    of->extra_final[of->n_extra] = fin;
-    of->extra_tmp[of->n_extra] = t;
-    of->n_extra++;
-    set_pending_extra(of->extra_tmp, of->n_extra);
     if ((r = bfile_from_fd(f, fd, path, true, d)) < 0)
         return r;
     *tmp = t;
@@ -223,77 +215,74 @@ int outfile_add_file(void *opaque, const char *path, struct bfile **f,
     return outfile_add(opaque, path, f, tmp, d);
 }
 
-static void forget_extra(struct outfile *of, bool remove)
+static int is_input(const char *file, const char *shown, uint64_t mark, struct diag *d)
 {
-    set_pending_extra(NULL, 0);
-    for (size_t i = 0; i < of->n_extra; i++) {
-        if (remove && of->extra_tmp[i])
-            unlink(of->extra_tmp[i]);
-        free(of->extra_tmp[i]);
-        free(of->extra_final[i]);
-    }
-    free(of->extra_tmp);
-    free(of->extra_final);
-    of->extra_tmp = of->extra_final = NULL;
-    of->n_extra = 0;
+    struct stat st;
+
+    if (stat(file, &st) == 0 && bfile_is_open(&st, mark))
+        return diag_fail(d, -EINVAL, shown, -1, "the output is also an input; refusing to "
+                         "overwrite it");
+    return 0;
 }
 
-static int sync_folder(const char *file, struct diag *d)
+int outfile_check_inputs(const struct outfile *of, uint64_t mark, struct diag *d)
 {
-    char *copy = strdup(file);
-    if (!copy)
-        return diag_fail(d, -ENOMEM, file, -1, "out of memory");
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(copy);
-    if (fd < 0)
-        return 0; /* nothing we can do; the data itself is synced */
-    fsync(fd);
-    close(fd);
-    return 0;
+    char name[PATH_MAX];
+    int r = 0;
+
+    if (of->in_place) {
+        if (bfile_written_input(mark, name, sizeof(name)))
+            return diag_fail(d, -EINVAL, name, -1, "the output is also an input; refusing "
+                             "to overwrite it");
+        return 0;
+    }
+    r = is_input(of->final, of->path, mark, d);
+    for (size_t i = 0; r == 0 && i < of->n_extra; i++)
+        r = is_input(of->extra[i].final, of->extra[i].final, mark, d);
+    for (size_t i = 0; r == 0 && i < of->n_old_ext; i++)
+        r = is_input(of->old_ext[i], of->old_ext[i], mark, d);
+    return r;
+}
+
+static void free_all(struct outfile *of)
+{
+    bfile_close(of->f);   /* NULL when an image driver took it over */
+    of->f = NULL;
+    for (size_t i = 0; i < of->n_extra; i++) {
+        free(of->extra[i].final);
+        free(of->extra[i].tmp);
+    }
+    free(of->extra);
+    for (size_t i = 0; i < of->n_old_ext; i++)
+        free(of->old_ext[i]);
+    free(of->old_ext);
+    free(of->meta_from);
+    free(of->tmp);
+    free(of->path);
+    free(of->final);
+    memset(of, 0, sizeof(*of));
 }
 
 int outfile_commit(struct outfile *of, bool durable, struct diag *d)
 {
-    /* the image's further files first: the target names them */
-    for (size_t i = 0; i < of->n_extra; i++) {
-        if (rename(of->extra_tmp[i], of->extra_final[i]) < 0)
-            return diag_errno(d, -errno, of->extra_final[i], -1,
-                              "cannot rename the output into place");
-        free(of->extra_tmp[i]);
-        of->extra_tmp[i] = NULL;    /* in place now: discard must not remove it */
-    }
-    if (of->n_extra && durable)
-        sync_folder(of->extra_final[0], d);
-    forget_extra(of, false);
     if (of->tmp) {
-        if (rename(of->tmp, of->final) < 0)
-            return diag_errno(d, -errno, of->path, -1, "cannot rename the output into place");
-        set_pending(NULL);
-        free(of->tmp);
-        of->tmp = NULL;
-        if (durable)
-            sync_folder(of->final, d);
+        outfile_lock();
+        int r = outfile_commit_files(of, durable, d);
+        if (r == 0)
+            outfile_set_active(NULL);
+        outfile_unlock();
+        if (r < 0)
+            return r;   /* the caller discards what is still temporary */
     }
-    bfile_close(of->f);   /* NULL when an image driver took it over */
-    of->f = NULL;
-    free(of->path);
-    free(of->final);
-    of->path = of->final = NULL;
+    free_all(of);
     return 0;
 }
 
 void outfile_discard(struct outfile *of)
 {
-    forget_extra(of, true);
-    if (of->tmp) {
-        unlink(of->tmp);
-        set_pending(NULL);
-        free(of->tmp);
-        of->tmp = NULL;
-    }
-    bfile_close(of->f);
-    of->f = NULL;
-    free(of->path);
-    free(of->final);
-    of->path = of->final = NULL;
+    outfile_lock();
+    outfile_unlink_pending(of);
+    outfile_set_active(NULL);
+    outfile_unlock();
+    free_all(of);
 }

@@ -112,6 +112,14 @@ int sparsify_run(const struct sparsify_opts *o, struct sparsify_result *res,
             r = diag_errno(d, -errno, o->path, -1, "cannot open for writing");
             goto out;
         }
+        /* the holes go where the zeros were read: the same file, not one
+         * renamed or linked into its place in between */
+        struct stat wst;
+        if (fstat(p.fd, &wst) < 0 || wst.st_dev != st.st_dev || wst.st_ino != st.st_ino) {
+            r = diag_fail(d, -ESTALE, o->path, -1, "the file was replaced while it was "
+                          "opened; nothing was changed");
+            goto out;
+        }
     }
     bd_init(&p.bd, &punch_driver, NULL, d);
     free(p.bd.filename);

@@ -198,7 +198,7 @@ int vmdkw_multi_create(struct bd **out, struct bfile *f, const struct bd_create_
     int r;
 
     *out = NULL;
-    if (f->kind != BFILE_REGULAR || !o->add_file || !strcmp(f->path, "(stdout)"))
+    if (f->kind != BFILE_REGULAR || !o->add_file || f->std_stream)
         return diag_fail(d, -ENOTSUP, f->path, -1, "vmdk %s output needs a new, named "
                          "file (its extents are created beside it)",
                          vmdkw_subformat_name(p->sub));

@@ -266,7 +266,7 @@ int vmdkw_extent_name(const struct bfile *f, char **out)
     *out = NULL;
     if (f->kind == BFILE_STREAM) {
         path = "disk.vmdk";         /* a pipe has no name of its own */
-    } else if (strcmp(path, "(stdout)") == 0) {
+    } else if (f->std_stream) {
         /* standard output redirected to a file: that file's name */
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
         ssize_t n = readlink(proc, link, sizeof(link) - 1);

@@ -67,22 +67,44 @@ struct cv {
     unsigned cache_flags;
 
     bool size_unknown;         /* a raw stream: the size is found at EOF */
+    uint64_t *src_start;       /* where each source starts (source_start) */
 
     uint64_t done;
     uint8_t *zero_chunk;       /* zeros for fully allocated output (-S 0) */
+    /* -S 0 with -c: a granule of zeros compressed once (and the image's
+     * short last granule), made when first needed; len 0 = stored plain */
+    uint8_t *zero_cgran, *zero_ctail;
+    size_t zero_cgran_len, zero_ctail_len;
     pthread_t *threads;
     unsigned nthreads;
 };
 
-uint64_t convert_total_size(struct bd **src, size_t nsrc)
+/* Where source i starts in the virtual disk: each source after the first
+ * starts on a 512-byte sector boundary (as qemu-img lays them out, which
+ * sees every image in whole sectors), the bytes between a source that ends
+ * inside a sector and the next one reading as zeros.  UINT64_MAX when the
+ * sum does not fit. */
+static uint64_t source_start(struct bd **src, size_t i)
 {
     uint64_t t = 0;
-    for (size_t i = 0; i < nsrc; i++) {
-        if (src[i]->size > UINT64_MAX - t)
+
+    for (size_t k = 0; k < i; k++) {
+        uint64_t sz = src[k]->size;
+        if (sz > UINT64_MAX - 511 || sz + (-sz & 511) > UINT64_MAX - t)
             return UINT64_MAX;
-        t += src[i]->size;
+        t += sz + (-sz & 511);
     }
     return t;
+}
+
+uint64_t convert_total_size(struct bd **src, size_t nsrc)
+{
+    if (nsrc == 0)
+        return 0;
+    uint64_t start = source_start(src, nsrc - 1), last = src[nsrc - 1]->size;
+    if (start == UINT64_MAX || last > UINT64_MAX - start)
+        return UINT64_MAX;
+    return start + last;
 }
 
 static uint64_t align_down(uint64_t v, uint64_t a) { return v - v % a; }
@@ -102,53 +124,74 @@ static int set_error(struct cv *cv, int err)
 
 /* --- sources as one virtual disk ---------------------------------------- */
 
-/* Block status of the concatenated sources at `pos`: flags of the extent and
- * its end (clipped to the source it lies in). */
+/* The source that holds virtual offset `pos`: its index, or nsrc when pos
+ * lies in the zero padding after source *i's end (then *i is that source);
+ * *start is where it starts.  pos < cv->total. */
+static size_t source_at(const struct cv *cv, uint64_t pos, size_t *i, uint64_t *start)
+{
+    size_t k = 0;
+
+    while (k + 1 < cv->o->nsrc && pos >= cv->src_start[k + 1])
+        k++;
+    *i = k;
+    *start = cv->src_start[k];
+    return pos - *start < cv->o->src[k]->size ? k : cv->o->nsrc;
+}
+
+/* Block status of the sources laid end to end at `pos`: flags of the extent
+ * and its end (clipped to the source it lies in). */
 static int source_status(struct cv *cv, uint64_t pos, unsigned *flags, uint64_t *end)
 {
-    uint64_t base = 0;
+    uint64_t start;
+    size_t i;
 
     if (pos >= cv->cache_start && pos < cv->cache_end) {
         *flags = cv->cache_flags;
         *end = cv->cache_end;
         return 0;
     }
-    for (size_t i = 0; i < cv->o->nsrc; i++) {
+    if (pos >= cv->total)
+        return diag_fail(cv->d, -EINVAL, NULL, (int64_t)pos,
+                         "internal error: offset past the sources");
+    if (source_at(cv, pos, &i, &start) == cv->o->nsrc) {
+        /* the padding up to the next source's first sector */
+        cv->cache_start = pos;
+        cv->cache_end = cv->src_start[i + 1];
+        cv->cache_flags = BD_ZERO;
+    } else {
         struct bd *s = cv->o->src[i];
-        if (pos < base + s->size) {
-            struct bd_extent e;
-            int r = bd_block_status(s, pos - base, s->size - (pos - base), &e);
-            if (r < 0)
-                return r;
-            cv->cache_start = pos;
-            cv->cache_end = pos + e.len;
-            /* preallocated zeros (DATA|ZERO) read as zeros: no need to read */
-            cv->cache_flags = (e.flags & BD_ZERO) ? BD_ZERO : BD_DATA;
-            *flags = cv->cache_flags;
-            *end = cv->cache_end;
-            return 0;
-        }
-        base += s->size;
+        struct bd_extent e;
+        int r = bd_block_status(s, pos - start, s->size - (pos - start), &e);
+        if (r < 0)
+            return r;
+        cv->cache_start = pos;
+        cv->cache_end = pos + e.len;
+        /* preallocated zeros (DATA|ZERO) read as zeros: no need to read */
+        cv->cache_flags = (e.flags & BD_ZERO) ? BD_ZERO : BD_DATA;
     }
-    return diag_fail(cv->d, -EINVAL, NULL, (int64_t)pos, "internal error: offset past the sources");
+    *flags = cv->cache_flags;
+    *end = cv->cache_end;
+    return 0;
 }
 
 static int source_read(struct cv *cv, uint8_t *buf, uint64_t off, uint64_t len)
 {
-    uint64_t base = 0;
-
-    for (size_t i = 0; i < cv->o->nsrc && len; i++) {
-        struct bd *s = cv->o->src[i];
-        if (off < base + s->size) {
-            uint64_t n = min_u64(len, base + s->size - off);
-            int r = bd_pread(s, buf, (size_t)n, off - base);
+    while (len) {
+        uint64_t start, n;
+        size_t i;
+        if (source_at(cv, off, &i, &start) == cv->o->nsrc) {
+            n = min_u64(len, cv->src_start[i + 1] - off);
+            memset(buf, 0, (size_t)n);
+        } else {
+            struct bd *s = cv->o->src[i];
+            n = min_u64(len, start + s->size - off);
+            int r = bd_pread(s, buf, (size_t)n, off - start);
             if (r < 0)
                 return r;
-            buf += n;
-            off += n;
-            len -= n;
         }
-        base += s->size;
+        buf += n;
+        off += n;
+        len -= n;
     }
     return 0;
 }
@@ -178,18 +221,32 @@ static int plan_next(struct cv *cv, struct job *j)
     if ((r = source_status(cv, pos, &flags, &end)) < 0) {
         if (!cv->o->salvage)
             return r;
-        /* unknown allocation: read it, the reads will say what is there */
+        /* unknown allocation: read it, the reads will say what is there;
+         * up to the end of the source's allocation unit (a cluster), so
+         * that an unreadable cluster is one range of zeros, one warning */
         diag_clear(cv->o->src_diag);
         flags = BD_DATA;
         end = pos + cv->granule;
+        size_t i;
+        uint64_t start;
+        if (source_at(cv, pos, &i, &start) < cv->o->nsrc) {
+            uint64_t g = cv->o->src[i]->granule;
+            if (g > cv->granule && g % cv->granule == 0 && (pos - start) % cv->granule == 0)
+                end = pos + (g - (pos - start) % g);
+        }
     }
     if (flags & BD_ZERO) {
         /* extend over following zero extents (cheap: no buffer involved) */
         while (end < cv->total && end - pos < (1ULL << 40)) {
             uint64_t e2;
             unsigned f2;
-            if ((r = source_status(cv, end, &f2, &e2)) < 0)
-                return r;
+            if ((r = source_status(cv, end, &f2, &e2)) < 0) {
+                if (!cv->o->salvage)
+                    return r;
+                /* the next job meets the failure again and salvages it */
+                diag_clear(cv->o->src_diag);
+                break;
+            }
             if (!(f2 & BD_ZERO))
                 break;
             end = e2;
@@ -386,11 +443,6 @@ static int process_job(struct cv *cv, struct job *j)
         diag_clear(cv->o->src_diag);
         r = salvage_job(cv, j);
     }
-    /* the image's last write may be padded to 4 KiB by an O_DIRECT output:
-     * the bytes after the end must be zeros (the buffer holds a whole chunk) */
-    if (r == 0 && j->off + j->len == cv->total && j->len % 4096)
-        memset(j->buf + j->len, 0, (size_t)(min_u64(align_up(j->len, 4096), cv->chunk) - j->len));
-
     if (r == 0 && cv->o->out_backing)
         r = read_backing(cv, j);
     if (r < 0)
@@ -463,17 +515,54 @@ static void write_done(void *opaque, int res)
         release_job(cv, j);
 }
 
+/* The compressed form of n zero bytes (a whole granule, or the image's
+ * short last one): *clen 0 when it does not shrink. */
+static int zero_compressed(struct cv *cv, size_t n, const uint8_t **c, size_t *clen)
+{
+    struct bd *out = cv->o->out;
+    bool whole = n == cv->granule;
+    uint8_t **buf = whole ? &cv->zero_cgran : &cv->zero_ctail;
+    size_t *len = whole ? &cv->zero_cgran_len : &cv->zero_ctail_len;
+
+    if (!*buf) {
+        if (!(*buf = malloc(cv->granule)))
+            return diag_fail(cv->d, -ENOMEM, NULL, -1, "out of memory");
+        ssize_t r = out->drv->compress(out, cv->zero_chunk, n, *buf, cv->granule);
+        if (r < 0)
+            return diag_errno(cv->d, (int)r, NULL, -1, "cannot compress");
+        *len = (size_t)r;
+    }
+    *c = *buf;
+    *clen = *len;
+    return 0;
+}
+
+/* Zeros written out (-S 0): plain, or with -c as compressed granules (as
+ * qemu-img does; a compressed cluster of zeros takes a few bytes). */
 static int write_zero_fill(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
 {
     struct bd *out = cv->o->out;
+    bool compress = cv->o->compress && out->drv->compress && out->drv->pwrite_compressed;
 
     while (len) {
-        size_t n = (size_t)min_u64(len, cv->chunk);
+        size_t n = (size_t)min_u64(len, compress ? cv->granule : cv->chunk);
+        const uint8_t *c = NULL;
+        size_t clen = 0;
+        int r;
+        if (compress && (r = zero_compressed(cv, n, &c, &clen)) < 0)
+            return r;
         j->pending++;
-        int r = out->drv->pwrite(out, cv->zero_chunk, n, off, write_done, j);
+        cv->st->written += n;
+        if (clen) {
+            cv->st->compressed += clen;
+            r = out->drv->pwrite_compressed(out, c, clen, off, write_done, j);
+        } else {
+            if (compress)
+                cv->st->compressed += n;
+            r = out->drv->pwrite(out, cv->zero_chunk, n, off, write_done, j);
+        }
         if (r < 0)
             return r;
-        cv->st->written += n;
         off += n;
         len -= n;
     }
@@ -636,6 +725,8 @@ static void free_slots(struct cv *cv)
     free(cv->slots);
     free(cv->order);
     free(cv->zero_chunk);
+    free(cv->zero_cgran);
+    free(cv->zero_ctail);
 }
 
 /* The next job the writer may take (under cv->lock), or NULL. */
@@ -811,8 +902,22 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     cv.o = o;
     cv.d = d;
     cv.st = st;
+    pthread_mutex_init(&cv.lock, NULL);
+    pthread_cond_init(&cv.work_cond, NULL);
+    pthread_cond_init(&cv.ready_cond, NULL);
     cv.total = convert_total_size(o->src, o->nsrc);
     cv.size_unknown = o->nsrc == 1 && o->src[0]->size == UINT64_MAX;
+    if (!cv.size_unknown && cv.total == UINT64_MAX) {
+        r = diag_fail(d, -EFBIG, NULL, -1, "the sources are too large together");
+        goto out;
+    }
+    if (!(cv.src_start = calloc(o->nsrc ? o->nsrc : 1, sizeof(*cv.src_start)))) {
+        r = diag_fail(d, -ENOMEM, NULL, -1, "out of memory");
+        goto out;
+    }
+    for (size_t i = 1; i < o->nsrc; i++)
+        cv.src_start[i] = cv.src_start[i - 1] + o->src[i - 1]->size +
+                          (-o->src[i - 1]->size & 511);
     if (cv.size_unknown && !o->sequential) {
         r = diag_fail(d, -EINVAL, NULL, -1, "internal error: a stream needs sequential mode");
         goto out;
@@ -832,9 +937,6 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     st->total = cv.total;
     st->threads = cv.nthreads;
     st->chunk = cv.chunk;
-    pthread_mutex_init(&cv.lock, NULL);
-    pthread_cond_init(&cv.work_cond, NULL);
-    pthread_cond_init(&cv.ready_cond, NULL);
     /* the output driver may write through a queue; we reap it */
     if (o->out->drv == NULL) {
         r = diag_fail(d, -EINVAL, NULL, -1, "internal error: no output driver");
@@ -878,6 +980,7 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     if (r < 0 && !d->err)
         diag_errno(d, r, NULL, -1, "conversion failed");
 out:
+    free(cv.src_start);
     free(cv.threads);
     free_slots(&cv);
     pthread_cond_destroy(&cv.ready_cond);

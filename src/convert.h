@@ -25,7 +25,9 @@ struct diag;
 struct ioq;
 
 struct convert_opts {
-    struct bd **src;           /* sources, concatenated in this order */
+    struct bd **src;           /* sources, one after the other in this order,
+                                  each after the first starting on a 512-byte
+                                  sector boundary (zeros between) */
     size_t nsrc;
     struct bd *out;            /* created output image */
     struct bd *out_backing;    /* the output's backing image opened for
@@ -64,9 +66,12 @@ struct convert_stats {
     size_t chunk;
 };
 
-/* Sum of the sources' virtual sizes (UINT64_MAX for a raw stream of unknown
- * size: then convert_run reads to its end and reports the size in
- * stats.total; it must be the only source, in sequential mode). */
+/* The virtual size of the sources laid out one after the other: each but
+ * the last rounded up to whole 512-byte sectors (qemu-img's layout), plus
+ * the last one's size.  UINT64_MAX for a raw stream of unknown size (then
+ * convert_run reads to its end and reports the size in stats.total; it
+ * must be the only source, in sequential mode), or when the sum does not
+ * fit. */
 uint64_t convert_total_size(struct bd **src, size_t nsrc);
 
 int convert_run(const struct convert_opts *o, struct diag *d,

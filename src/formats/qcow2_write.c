@@ -16,8 +16,6 @@
 #include "io/ioq.h"
 #include "util/diag.h"
 
-#define EXTL2_ALL_ALLOCATED 0x00000000ffffffffULL
-#define EXTL2_ALL_ZERO      0xffffffff00000000ULL
 
 int qcow2w_write_meta(struct qcow2w *w, const void *buf, size_t len, uint64_t off)
 {
@@ -106,11 +104,30 @@ static int prealloc_space(struct qcow2w *w)
 
 /* ---- create --------------------------------------------------------------- */
 
+/* The unit the converter writes in.  A cluster, unless only part of one
+ * needs writing: extended L2 entries allocate 32 subclusters one by one
+ * (the unwritten ones stay holes of the file and unallocated in the
+ * bitmap), and preallocation has every cluster in place already, so any
+ * sector can be written alone and the rest stays a hole (but over a
+ * backing file a subcluster is either all this image's or all the
+ * backing file's).  Compressed clusters are whole. */
+static uint32_t write_granule(const struct qcow2w_params *p, bool compress)
+{
+    uint32_t cs = 1u << p->cluster_bits, sub = cs / QCOW2_SUBCLUSTERS;
+
+    if (compress)
+        return cs;
+    if (p->prealloc != QCOW2W_PREALLOC_OFF)
+        return p->extended_l2 && p->backing_file ? sub : 512;
+    return p->extended_l2 ? sub : cs;
+}
+
 static void qcow2w_free(struct qcow2w *w)
 {
     qcow2w_l2_free(w);
     qcow2w_rc_free(w);
     free(w->l1);
+    free(w->end_pad);
     bd_release(&w->bd);
     free(w);
 }
@@ -144,7 +161,7 @@ int qcow2w_create(struct bd **out, struct bfile *f, const struct bd_create_opts 
     w->cbits = p.cluster_bits;
     w->cs = 1u << p.cluster_bits;
     w->bd.size = p.size;
-    w->bd.granule = w->cs;
+    w->bd.granule = write_granule(&p, o->compress);
     w->ioq = o->ioq;
     w->durable = o->durable;
     w->compress = o->compress;
@@ -212,13 +229,13 @@ static int check_range(struct qcow2w *w, uint64_t off, uint64_t len, const char 
                          "internal error: %s of %llu bytes past the end of the image "
                          "(%llu bytes)", op, (unsigned long long)len,
                          (unsigned long long)w->p.size);
-    /* only the last cluster may be written short (the image size is rounded
+    /* only the last granule may be written short (the image size is rounded
      * up to 512 bytes, so the source may end before it) */
-    if ((off & (w->cs - 1)) ||
-        ((len & (w->cs - 1)) && div_up(off + len, w->cs) != div_up(w->p.size, w->cs)))
+    uint32_t g = w->bd.granule;
+    if ((off % g) || ((len % g) && div_up(off + len, g) != div_up(w->p.size, g)))
         return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
                          "internal error: %s of %llu bytes is not aligned to the "
-                         "%u-byte cluster size", op, (unsigned long long)len, w->cs);
+                         "%u-byte write granule", op, (unsigned long long)len, g);
     return 0;
 }
 
@@ -259,52 +276,186 @@ static int submit(struct qcow2w *w, const void *buf, size_t len, uint64_t host,
     return set_err(w, r);
 }
 
+/* Extended L2: the allocation bits of the subclusters of guest cluster g
+ * that [off, off+len) covers (a short last piece covers its subcluster). */
+static uint64_t sub_mask(const struct qcow2w *w, uint64_t g, uint64_t off, uint64_t len)
+{
+    uint64_t cstart = g << w->cbits, sub = w->cs / QCOW2_SUBCLUSTERS;
+    uint64_t a = off > cstart ? off - cstart : 0;
+    uint64_t b = off + len - cstart < w->cs ? off + len - cstart : w->cs;
+    unsigned first = (unsigned)(a / sub), last = (unsigned)div_up(b, sub);
+
+    return ((UINT64_C(1) << (last - first)) - 1) << first;
+}
+
+/* Mark the subclusters [off, off+len) covers in cluster g's bitmap as
+ * allocated (shift 0) or reading as zeros (shift 32).  A subcluster marked
+ * before was written twice -- unless writes come in pieces smaller than a
+ * subcluster (preallocation without a backing file: the parts of an
+ * allocated subcluster nobody writes are holes and read as zeros). */
+static int mark_subclusters(struct qcow2w *w, uint64_t g, uint64_t off, uint64_t len,
+                            unsigned shift)
+{
+    uint64_t m = sub_mask(w, g, off, len), bm;
+    bool whole = w->bd.granule == w->cs / QCOW2_SUBCLUSTERS;
+    uint8_t *e, *tab;
+    int r;
+
+    if ((r = entry_of(w, g, &e, &tab)) < 0)
+        return r;
+    bm = be64_get(e + 8);
+    if (whole && (bm & (m | m << 32)))
+        return set_err(w, written_twice(w, g));
+    be64_put(e + 8, bm | m << shift);
+    qcow2w_l2_mark_dirty(w, tab);
+    return 0;
+}
+
+/* One write that lands in several places of the file (clusters that are
+ * not back to back): `done` runs once, after the last piece. */
+struct q_join {
+    ioq_done_fn done;
+    void *opaque;
+    unsigned left;
+    int err;
+};
+
+static void join_done(void *opaque, int res)
+{
+    struct q_join *j = opaque;
+
+    if (res < 0 && !j->err)
+        j->err = res;
+    if (--j->left == 0) {
+        j->done(j->opaque, j->err);
+        free(j);
+    }
+}
+
+/* Submit [off, off+len) of guest data to the host clusters the L2 entries
+ * name (all set), in as few pieces as they allow. */
+static int submit_mapped(struct qcow2w *w, const uint8_t *buf, size_t len, uint64_t off,
+                         ioq_done_fn done, void *opaque)
+{
+    uint64_t g0 = off >> w->cbits, gend = div_up(off + len, w->cs);
+    uint64_t piece_host = 0, piece_off = off, prev = 0;
+    struct q_join *j = NULL;
+    uint8_t *e, *tab;
+    int r = 0;
+
+    for (uint64_t g = g0; g <= gend; g++) {
+        uint64_t host = 0;
+        if (g < gend) {
+            if ((r = entry_of(w, g, &e, &tab)) < 0)
+                break;
+            host = be64_get(e) & QCOW2_L2_OFFSET_MASK;
+            if (g == g0) {
+                piece_host = host + (off - (g << w->cbits));
+                prev = host;
+                continue;
+            }
+            if (host == prev + w->cs) {
+                prev = host;
+                continue;
+            }
+        }
+        /* the piece [piece_off, start of g) ends here */
+        uint64_t piece_end = g < gend ? g << w->cbits : off + len;
+        if (g == gend && !j)
+            return submit(w, buf + (piece_off - off), (size_t)(piece_end - piece_off),
+                          piece_host, done, opaque);
+        if (!j) {
+            if (!(j = calloc(1, sizeof(*j)))) {
+                r = fail(w, -ENOMEM, (int64_t)off, "out of memory");
+                break;
+            }
+            *j = (struct q_join){ done, opaque, 1, 0 };
+        }
+        j->left++;
+        if ((r = submit(w, buf + (piece_off - off), (size_t)(piece_end - piece_off),
+                        piece_host, join_done, j)) < 0)
+            break;
+        piece_off = piece_end;
+        piece_host = prev = host;
+    }
+    if (!j) {
+        done(opaque, r);
+        return r;
+    }
+    join_done(j, r);       /* drop the hold taken at the start */
+    return r;
+}
+
 static int q_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
     struct qcow2w *w = to_qcow2w(bd);
-    uint64_t g0 = off >> w->cbits, n = div_up(len, w->cs), host, c;
+    uint64_t g0 = off >> w->cbits, gend = div_up(off + len, w->cs), host, c, fresh = 0;
     uint8_t *e, *tab;
     int r;
 
     if ((r = check_range(w, off, len, "write")) < 0)
         goto out;
-    if (w->p.prealloc != QCOW2W_PREALLOC_OFF) {
-        host = w->data_start + off;
-        if (w->p.extended_l2 && w->p.backing_file) {
-            for (uint64_t g = g0; g < g0 + n; g++) {
-                if ((r = entry_of(w, g, &e, &tab)) < 0)
-                    goto out;
-                be64_put(e + 8, EXTL2_ALL_ALLOCATED);
-                qcow2w_l2_mark_dirty(w, tab);
-            }
+    if ((off + len) % 512) {
+        /* the source ends inside the image's last sector: the rest of it
+         * reads as zeros -- a hole in a new file, but not on a device */
+        size_t plen = len + (512 - (off + len) % 512);
+        if (w->end_pad || !(w->end_pad = malloc(plen))) {
+            r = fail(w, w->end_pad ? -EINVAL : -ENOMEM, (int64_t)off,
+                     w->end_pad ? "internal error: the image's end written twice"
+                                : "out of memory");
+            goto out;
         }
-        return submit(w, buf, len, host, done, opaque);
+        memcpy(w->end_pad, buf, len);
+        memset(w->end_pad + len, 0, plen - len);
+        buf = w->end_pad;
+        len = plen;
+    }
+    if (w->p.prealloc != QCOW2W_PREALLOC_OFF) {
+        /* every cluster is in place; with extended L2 entries the bitmap
+         * says which subclusters are written (as qemu's; the others read
+         * as zeros or from the backing file) */
+        if (w->p.extended_l2)
+            for (uint64_t g = g0; g < gend; g++)
+                if ((r = mark_subclusters(w, g, off, len, 0)) < 0)
+                    goto out;
+        return submit(w, buf, len, w->data_start + off, done, opaque);
     }
     /* tables first, so that the data clusters are contiguous */
-    for (uint64_t i = g0 / w->l2_entries; i <= (g0 + n - 1) / w->l2_entries; i++) {
+    for (uint64_t i = g0 / w->l2_entries; i <= (gend - 1) / w->l2_entries; i++) {
         if (!w->l1[i]) {
             if ((r = qcow2w_alloc(w, 1, &c)) < 0)
                 goto out;
             w->l1[i] = c << w->cbits;
         }
     }
-    if ((r = qcow2w_alloc(w, n, &c)) < 0)
-        goto out;
-    host = c << w->cbits;
-    for (uint64_t i = 0; i < n; i++) {
-        if ((r = entry_of(w, g0 + i, &e, &tab)) < 0)
+    /* clusters not yet in the file (with extended L2 entries a cluster
+     * written in part before already has its host cluster) */
+    for (uint64_t g = g0; g < gend; g++) {
+        if ((r = entry_of(w, g, &e, &tab)) < 0)
             goto out;
-        if (be64_get(e) || (w->p.extended_l2 && be64_get(e + 8))) {
-            r = written_twice(w, g0 + i);
+        if (!be64_get(e))
+            fresh++;
+        else if (!w->p.extended_l2) {
+            r = set_err(w, written_twice(w, g));
             goto out;
         }
-        be64_put(e, (host + (i << w->cbits)) | QCOW2_L2_COPIED);
-        if (w->p.extended_l2)
-            be64_put(e + 8, EXTL2_ALL_ALLOCATED);
-        qcow2w_l2_mark_dirty(w, tab);
     }
-    return submit(w, buf, len, host, done, opaque);
+    if (fresh && (r = qcow2w_alloc(w, fresh, &c)) < 0)
+        goto out;
+    host = c << w->cbits;
+    for (uint64_t g = g0; g < gend; g++) {
+        if ((r = entry_of(w, g, &e, &tab)) < 0)
+            goto out;
+        if (!be64_get(e)) {
+            be64_put(e, host | QCOW2_L2_COPIED);
+            host += w->cs;
+            qcow2w_l2_mark_dirty(w, tab);
+        }
+        if (w->p.extended_l2 && (r = mark_subclusters(w, g, off, len, 0)) < 0)
+            goto out;
+    }
+    return submit_mapped(w, buf, len, off, done, opaque);
 out:
     set_err(w, r);
     done(opaque, r);
@@ -327,7 +478,7 @@ static int write_zero_cluster(struct qcow2w *w, uint64_t host)
 static int q_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct qcow2w *w = to_qcow2w(bd);
-    uint64_t g0 = off >> w->cbits, n = div_up(len, w->cs), c;
+    uint64_t g0 = off >> w->cbits, gend = div_up(off + len, w->cs), c;
     uint8_t *e, *tab;
     int r;
 
@@ -337,7 +488,14 @@ static int q_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
      * backing file: only a backing file's content must be hidden */
     if (!w->p.backing_file)
         return 0;
-    for (uint64_t g = g0; g < g0 + n; g++) {
+    for (uint64_t g = g0; g < gend; g++) {
+        if (w->p.extended_l2) {
+            /* the subclusters in the range read as zeros, the others of
+             * the cluster keep what they are or will be */
+            if ((r = mark_subclusters(w, g, off, len, 32)) < 0)
+                return r;
+            continue;
+        }
         if (w->p.version < 3) {
             /* no zero flag: a cluster that is allocated but never written
              * reads as zeros (a hole in the new file) */
@@ -354,14 +512,10 @@ static int q_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
         } else {
             if ((r = entry_of(w, g, &e, &tab)) < 0)
                 return r;
-            bool fresh = w->p.prealloc != QCOW2W_PREALLOC_OFF ||
-                         (!be64_get(e) && !(w->p.extended_l2 && be64_get(e + 8)));
-            if (!fresh)
+            /* preallocation without extended L2 entries has no backing file */
+            if (be64_get(e))
                 return set_err(w, written_twice(w, g));
-            if (w->p.extended_l2)
-                be64_put(e + 8, EXTL2_ALL_ZERO);
-            else
-                be64_put(e, be64_get(e) | QCOW2_L2_ZERO);
+            be64_put(e, QCOW2_L2_ZERO);
         }
         qcow2w_l2_mark_dirty(w, tab);
     }

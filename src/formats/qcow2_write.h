@@ -3,16 +3,22 @@
  *
  * Layout of a new image (preallocation=off):
  *   cluster 0          header, extensions, backing name (written LAST)
- *   clusters 1..       data clusters, appended in the order they are written;
- *                      an L2 table is given the next cluster when its range
- *                      is first written; compressed clusters are packed
+ *   clusters 1..       data clusters, appended in the order they are written
+ *                      (with extended L2 entries a cluster is given its host
+ *                      cluster when its first subcluster is written, and
+ *                      the subclusters never written stay holes of the
+ *                      file); an L2 table is given the next cluster when its
+ *                      range is first written; compressed clusters are packed
  *                      byte after byte as qemu does (they may share and
  *                      straddle host clusters); a refcount block is written out as soon as
  *                      its range is complete and holds a count other than 1
  *   at finish          refcount table, remaining refcount blocks, L1 table
  * With preallocation the layout is fixed at create time, as qemu lays it
  * out: header, refcount table, refcount blocks, L1, every L2 table, then
- * guest cluster i at data_start + i * cluster_size.
+ * guest cluster i at data_start + i * cluster_size; only the data is
+ * written there (any sector alone), the rest stays a hole of the file (or
+ * fallocated space), and with extended L2 entries only the subclusters
+ * written are marked allocated, as qemu does.
  *
  * Memory stays bounded: the L1 table (at most 32 MiB, qemu's limit), a
  * small cache of L2 tables (written back when evicted and re-read if the

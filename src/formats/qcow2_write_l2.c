@@ -65,13 +65,12 @@ static void l2_fresh(struct qcow2w *w, uint64_t idx, uint8_t *buf)
         return;
     uint64_t clusters = (w->p.size + w->cs - 1) >> w->cbits;
     uint64_t g0 = idx * w->l2_entries;
-    /* preallocated subclusters stay unallocated over a backing file */
-    uint64_t bitmap = w->p.backing_file ? 0 : 0xffffffffULL;
+    /* with extended L2 entries, as in qemu, a preallocated cluster's
+     * subclusters are allocated one by one as they are written (until
+     * then they read as zeros, or from the backing file) */
     for (uint64_t j = 0; j < w->l2_entries && g0 + j < clusters; j++) {
         uint8_t *e = buf + j * w->l2_entry_bytes;
         be64_put(e, (w->data_start + ((g0 + j) << w->cbits)) | QCOW2_L2_COPIED);
-        if (w->p.extended_l2)
-            be64_put(e + 8, bitmap);
     }
 }
 

@@ -61,6 +61,10 @@ struct qcow2w {
     /* compressed clusters: next free byte in the partly used host cluster,
      * or 0 when the next one starts a fresh cluster */
     uint64_t ctail;
+
+    /* the image's last write when the source ends inside a sector: copied
+     * with zeros to the sector's end (kept until close: it may be queued) */
+    uint8_t *end_pad;
 };
 
 static inline struct qcow2w *to_qcow2w(struct bd *bd)

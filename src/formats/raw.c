@@ -2,11 +2,18 @@
  *
  * Reading: holes of the file (SEEK_HOLE) read as zeros without being read.
  * Writing a new file: it is sized with ftruncate first, so zero ranges cost
- * nothing.  Writing over an existing file (-n) or device: zero ranges are
- * punched, or zeroed, or written as zeros, whichever the file supports
- * first (each capability is dropped for good after it fails once).  Writing
- * to a stream (stdout): bytes go out strictly in order and gaps are filled
- * with zeros.
+ * nothing.  Writing over an existing file (-n) or a device (with or without
+ * -n: it holds old content either way): zero ranges are punched, or zeroed,
+ * or written as zeros, whichever the file supports first (each capability
+ * is dropped for good after it fails once).  Writing to a stream (stdout):
+ * bytes go out strictly in order and gaps are filled with zeros.
+ *
+ * O_DIRECT (cache=none): every write covers exactly its own bytes.  One
+ * that is not aligned to DIRECT_ALIGN continues through the page cache;
+ * the image's last write, when the image ends inside a block, sends its
+ * whole blocks directly and only the rest through the cache -- nothing
+ * past the image's end is ever written, so what a larger target (-n, a
+ * device) holds there stays as it was.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,7 +41,6 @@ struct raw {
     uint64_t stream_pos;    /* stream output: bytes written so far */
     struct ioq *ioq;
     bool direct;            /* O_DIRECT output (cache=none) */
-    bool padded_tail;       /* the last write went past the end: truncate */
 };
 
 /* O_DIRECT needs offsets, lengths and buffers aligned to the device's
@@ -62,7 +68,7 @@ static int raw_open(struct bd **out, struct bfile *f, const struct bd_open_opts 
         return diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
     }
     bd_init(&r->bd, &bd_raw, f, d);
-    r->bd.opts = o;
+    r->bd.opts = *o;
     r->bd.parent = parent;
     r->bd.depth = parent ? parent->depth + 1 : 0;
     r->bd.size = f->size;
@@ -134,7 +140,8 @@ static int raw_create(struct bd **out, struct bfile *f, const struct bd_create_o
     bd_init(&r->bd, &bd_raw, f, d);
     r->bd.size = o->size;
     r->bd.granule = 512;
-    r->existing = o->existing && !o->target_is_zero;
+    /* a device is never new: what it held shows through unwritten ranges */
+    r->existing = (o->existing || f->kind == BFILE_BLOCKDEV) && !o->target_is_zero;
     r->durable = o->durable;
     r->ioq = o->ioq;
     r->can_punch = r->can_zero_range = true;
@@ -183,6 +190,77 @@ static int stream_fill_zeros(struct raw *r, uint64_t upto)
     return 0;
 }
 
+/* Leave O_DIRECT for the rest of the run (an unaligned write came). */
+static int leave_direct(struct raw *r, uint64_t off)
+{
+    struct bd *bd = &r->bd;
+    int e, fl;
+
+    if (r->ioq && (e = ioq_drain(r->ioq)) < 0)
+        return e;
+    fl = fcntl(bd->file->fd, F_GETFL);
+    if (fl < 0 || fcntl(bd->file->fd, F_SETFL, fl & ~O_DIRECT) < 0)
+        return diag_errno(bd->diag, -errno, bd->filename, (int64_t)off,
+                          "cannot leave O_DIRECT mode");
+    r->direct = false;
+    return 0;
+}
+
+/* The image's last write when the image ends inside a block: its whole
+ * blocks directly, the rest through the page cache (O_DIRECT cannot write
+ * less than a block, and the bytes after the image's end are not ours).
+ * Synchronous: the queue is drained first, since the descriptor's flags
+ * change for a moment. */
+static int write_tail(struct raw *r, const uint8_t *buf, size_t len, uint64_t off)
+{
+    struct bfile *f = r->bd.file;
+    size_t head = len - len % DIRECT_ALIGN;
+    int e, fl;
+
+    if (r->ioq && (e = ioq_drain(r->ioq)) < 0)
+        return e;
+    if (head && (e = bfile_pwrite(f, buf, head, off)) < 0)
+        return e;
+    fl = fcntl(f->fd, F_GETFL);
+    if (fl < 0 || fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0)
+        return diag_errno(r->bd.diag, -errno, r->bd.filename, (int64_t)(off + head),
+                          "cannot leave O_DIRECT mode");
+    e = bfile_pwrite(f, buf + head, len - head, off + head);
+    /* back to O_DIRECT for what -W may still write; if that fails, the
+     * rest goes through the cache (and is synced at finish all the same) */
+    if (fcntl(f->fd, F_SETFL, fl) < 0)
+        r->direct = false;
+    return e;
+}
+
+/* Bytes [off, off+len) of the file, from a buffer that stays valid until
+ * `done` has run. */
+static int raw_write(struct raw *r, const void *buf, size_t len, uint64_t off,
+                     ioq_done_fn done, void *opaque)
+{
+    struct bd *bd = &r->bd;
+    int e;
+
+    if (r->direct && (off % DIRECT_ALIGN || (uintptr_t)buf % DIRECT_ALIGN ||
+                      (len % DIRECT_ALIGN && off + len != bd->size))) {
+        /* an unaligned write (e.g. -S 512): continue through the cache */
+        if ((e = leave_direct(r, off)) < 0) {
+            done(opaque, e);
+            return e;
+        }
+    }
+    if (r->direct && len % DIRECT_ALIGN) {
+        e = write_tail(r, buf, len, off);
+        done(opaque, e);
+        return e;
+    }
+    if (r->ioq)
+        return ioq_pwrite(r->ioq, bd->file, buf, len, off, done, opaque);
+    e = bfile_pwrite(bd->file, buf, len, off);
+    done(opaque, e);
+    return e;
+}
+
 static int raw_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                       ioq_done_fn done, void *opaque)
 {
@@ -199,34 +277,7 @@ static int raw_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
         done(opaque, e);
         return e;
     }
-    if (r->direct) {
-        /* The writer guarantees zeros after a write that ends the image, up
-         * to the next 4 KiB: write them, and cut the file at finish(). */
-        if (off + len == bd->size && len % DIRECT_ALIGN) {
-            len += DIRECT_ALIGN - len % DIRECT_ALIGN;
-            r->padded_tail = true;
-        }
-        if (off % DIRECT_ALIGN || len % DIRECT_ALIGN || (uintptr_t)buf % DIRECT_ALIGN) {
-            /* an unaligned write (e.g. -S 512): continue through the cache */
-            if (r->ioq && (e = ioq_drain(r->ioq)) < 0) {
-                done(opaque, e);
-                return e;
-            }
-            int fl = fcntl(bd->file->fd, F_GETFL);
-            if (fl < 0 || fcntl(bd->file->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
-                e = diag_errno(bd->diag, -errno, bd->filename, (int64_t)off,
-                               "cannot leave O_DIRECT mode");
-                done(opaque, e);
-                return e;
-            }
-            r->direct = false;
-        }
-    }
-    if (r->ioq)
-        return ioq_pwrite(r->ioq, bd->file, buf, len, off, done, opaque);
-    e = bfile_pwrite(bd->file, buf, len, off);
-    done(opaque, e);
-    return e;
+    return raw_write(r, buf, len, off, done, opaque);
 }
 
 static void write_done_ignore(void *opaque, int res)
@@ -234,11 +285,36 @@ static void write_done_ignore(void *opaque, int res)
     (void)opaque, (void)res;
 }
 
+/* Zeros over [off, off+len), written (errors stay in the queue). */
+static int write_zeros(struct raw *r, uint64_t off, uint64_t len)
+{
+    static const uint8_t zeros[1 << 20] __attribute__((aligned(DIRECT_ALIGN)));
+
+    while (len) {
+        size_t n = len < sizeof(zeros) ? (size_t)len : sizeof(zeros);
+        int e = raw_write(r, zeros, n, off, write_done_ignore, NULL);
+        if (e < 0)
+            return e;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
 /* Clear [off, off+len) of existing content: punch, zero-range, or write. */
 static int raw_clear(struct raw *r, uint64_t off, uint64_t len)
 {
-    static const uint8_t zeros[1 << 20] __attribute__((aligned(4096)));
     struct bfile *f = r->bd.file;
+
+    /* a device takes fallocate in whole sectors only: the image's end may
+     * cut the last one short, write that piece */
+    if (f->kind == BFILE_BLOCKDEV && (off + len) % 512) {
+        uint64_t piece = (off + len) % 512 < len ? (off + len) % 512 : len;
+        int e = write_zeros(r, off + len - piece, piece);
+        if (e < 0 || piece == len)
+            return e;
+        len -= piece;
+    }
 
     if (r->can_punch) {
         /* at the end of the file, punch the whole last block (KEEP_SIZE
@@ -267,16 +343,7 @@ static int raw_clear(struct raw *r, uint64_t off, uint64_t len)
                               "cannot zero a range");
         r->can_zero_range = false;
     }
-    while (len) {
-        size_t n = len < sizeof(zeros) ? (size_t)len : sizeof(zeros);
-        int e = r->ioq ? ioq_pwrite(r->ioq, f, zeros, n, off, write_done_ignore, NULL)
-                       : bfile_pwrite(f, zeros, n, off);
-        if (e < 0)
-            return e;
-        off += n;
-        len -= n;
-    }
-    return 0;
+    return write_zeros(r, off, len);
 }
 
 static int raw_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
@@ -299,8 +366,6 @@ static int raw_finish(struct bd *bd)
         return e;
     if (bd->file->kind == BFILE_STREAM)
         return stream_fill_zeros(r, bd->size);
-    if (r->padded_tail && ftruncate(bd->file->fd, (off_t)bd->size) < 0)
-        return diag_errno(bd->diag, -errno, bd->filename, -1, "cannot set the size");
     if (r->durable)
         return bfile_sync(bd->file);
     return 0;

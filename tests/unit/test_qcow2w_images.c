@@ -14,7 +14,8 @@ struct mcase {
     const char *info_expect[4];     /* substrings of qemu-img info --output=json */
 };
 
-static int run_case(const struct mcase *c, uint64_t seed)
+/* chunk: the pipeline's chunk (0 = 1 MiB) */
+static int run_case(const struct mcase *c, uint64_t seed, uint64_t chunk)
 {
     char src[4200], dst[4200], ref[4200];
     struct feed_stats st;
@@ -28,7 +29,7 @@ static int run_case(const struct mcase *c, uint64_t seed)
     snprintf(ref, sizeof(ref), "%s/%s.ref.qcow2", tmpdir, c->name);
     CHECK(write_file(src, data, c->size) == 0, "%s", src);
     struct feed_opts fo = { .o = c->o, .compress = c->compress, .order = c->order,
-                            .use_ioq = c->ioq };
+                            .use_ioq = c->ioq, .chunk = chunk };
     int r = feed(dst, data, c->size, &fo, &st, &d);
     CHECK(r == 0, "%s: writer failed: %s", c->name, d.what);
     if (r == 0) {
@@ -92,6 +93,8 @@ int main(void)
           { "\"refcount-bits\": 2" } },
         { "extl2", "extended_l2=on,cluster_size=32K", (4 << 20) + 512, false,
           ORDER_WINDOW_SHUFFLE, false, { "\"extended-l2\": true" } },
+        { "extl2-pre-meta", "extended_l2=on,preallocation=metadata,cluster_size=128K",
+          (4 << 20) + 512, false, ORDER_WINDOW_SHUFFLE, false, { "\"extended-l2\": true" } },
         { "pre-meta", "preallocation=metadata", (4 << 20) + 512, false, ORDER_ASCENDING,
           false, { "\"compat\": \"1.1\"" } },
         { "pre-falloc", "preallocation=falloc,cluster_size=4K", 3 << 20, false,
@@ -120,16 +123,29 @@ int main(void)
           ORDER_TWO_PASS, false, { "\"cluster-size\": 512" } },
     };
 
+    /* subcluster writes in chunks of 1.5 clusters written out of order: a
+     * write covers the rest of a cluster that already has its host cluster
+     * and then a new one that is not next to it in the file */
+    static const struct { struct mcase c; uint64_t chunk; } split[] = {
+        { { "extl2-split", "extended_l2=on", (3 << 20) + 512, false, ORDER_WINDOW_SHUFFLE,
+            false, { "\"extended-l2\": true" } }, 96 << 10 },
+        { { "extl2-split-ioq", "extended_l2=on,cluster_size=16K", (2 << 20) + 1536, false,
+            ORDER_WINDOW_SHUFFLE, true, { "\"extended-l2\": true" } }, 24 << 10 },
+    };
+    size_t n = sizeof(cases) / sizeof(cases[0]), nsplit = sizeof(split) / sizeof(split[0]);
+
     if (!have_qemu_img()) {
         printf("skipped: qemu-img not installed\n");
         return 77;
     }
     setup_tmpdir("qcow2w_images");
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        run_case(&cases[i], i + 1);
+    for (size_t i = 0; i < n; i++)
+        run_case(&cases[i], i + 1, 0);
+    for (size_t i = 0; i < nsplit; i++)
+        run_case(&split[i].c, n + i + 1, split[i].chunk);
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
     else
-        printf("all %zu cases passed\n", sizeof(cases) / sizeof(cases[0]));
+        printf("all %zu cases passed\n", n + nsplit);
     return failures ? 1 : 0;
 }

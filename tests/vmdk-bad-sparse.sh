@@ -45,6 +45,10 @@ bad descsize good.vmdk 'embedded descriptor of 1048576 sectors is out of range' 
 bad descoff good.vmdk 'embedded descriptor at offset .* runs past the end of the file' 28 Q 100000
 bad gdzero good.vmdk 'grain directory offset 0 sectors is invalid' 56 Q 0
 bad gdoff good.vmdk 'grain directory at offset 536870912 .* runs past the end of the file' 56 Q 0x100000 48 Q 0x100001
+# a redundant directory offset whose byte offset wraps (2^60 sectors: 2^69
+# bytes, read at 0 before)
+bad rgdwrap good.vmdk 'redundant grain directory offset 1152921504606846977 sectors is invalid' \
+    48 Q 0x1000000000000001
 
 # grain directory and grain table entries
 gd=$(python3 -c 'import struct;print(struct.unpack_from("<Q",open("good.vmdk","rb").read(),56)[0]*512)')

@@ -133,12 +133,19 @@ h = struct.pack("<4sIIQQQQIQQQB4sH", b"KDMV", 1, 3, 1 << 30, 128, 0, 0, 512, 0, 
                 b"\n \r\n", 0)
 open("gd64k.vmdk", "wb").write(h + bytes(512 - len(h)) + bytes(16384 * 4))' || fail "python"
 { echo '# Disk DescriptorFile'; for i in $(seq 1 8000); do echo 'RW 1 SPARSE "gd64k.vmdk"'; done; } > tables.vmdk
-expect_error 'gd64k.vmdk: grain directories of the extents need more than 64 MiB' \
+expect_error 'gd64k.vmdk: grain directories of the extents need more than the 256 MiB budget' \
     "$DISKIMG" convert -O raw tables.vmdk o2.raw
 { echo '# Disk DescriptorFile'; for i in $(seq 1 100); do echo 'RW 1 SPARSE "gd64k.vmdk"'; done; } > tables2.vmdk
 ok "$DISKIMG" convert -O raw tables2.vmdk o2.raw
 cmp o2.raw <(head -c 51200 /dev/zero) || fail "100 sparse extents: wrong content"
 rm -f o2.raw
+
+# a bad line is quoted with its control bytes escaped: a descriptor cannot
+# send escape sequences to the terminal through the message
+printf '# Disk DescriptorFile\nRW 10 FLAT "b.bin" \033]0;title\007\033[31m\n' > esc.vmdk
+expect_error "esc.vmdk: descriptor line 2: extent offset is not a number of sectors: 'RW 10 FLAT \"b.bin\" \\\\x1b\]0;title\\\\x07\\\\x1b\[31m'" \
+    "$DISKIMG" convert -f vmdk -O raw esc.vmdk o2.raw
+LC_ALL=C grep -q "$(printf '\033')" "$T/stderr" && fail "an escape byte reached the message"
 
 # a descriptor over 1 MiB
 { echo '# Disk DescriptorFile'; echo 'RW 1 ZERO'; head -c 1100000 /dev/zero | tr '\0' '#' ; echo; } > big.vmdk

@@ -130,6 +130,13 @@ static int open_extent(struct vmdk *v, const struct vmdk_desc_extent *de, uint64
     r = extent_file(v, de->filename, &x->file);
     if (r < 0)
         return r;
+    if (x->file->kind == BFILE_SLICE) {
+        /* a member of an archive: named as such ("x.ova[disk-flat.vmdk]"),
+         * not as a file beside the descriptor that does not exist */
+        free(x->name);
+        if (!(x->name = strdup(x->file->path)))
+            return diag_fail(d, -ENOMEM, fn, -1, "out of memory");
+    }
     if (de->type == VMDK_EXT_FLAT || de->type == VMDK_EXT_VMFS) {
         x->flat_off = de->offset * VMDK_SECTOR;
         uint64_t size = x->file->size;
@@ -182,10 +189,13 @@ static int open_descriptor_file(struct vmdk *v)
         return r;
     if (v->desc.n_ext == 0)
         return diag_fail(d, -EINVAL, f->path, -1, "descriptor lists no extents");
-    if (v->streaming)
+    /* (a member of an archive read from a pipe finds its extents further
+     * on in the archive: the archive says if it cannot) */
+    if (v->streaming && f->kind != BFILE_SLICE)
         return diag_fail(d, -ESPIPE, f->path, -1,
                          "a VMDK descriptor refers to extent files, which cannot be "
                          "followed from a pipe; give the descriptor's path instead");
+    v->streaming = false;   /* the extents are read as files (forward only, on a pipe) */
     uint64_t start = 0;
     for (size_t i = 0; i < v->desc.n_ext; i++) {
         r = open_extent(v, &v->desc.ext[i], start);
@@ -268,7 +278,7 @@ static int open_parent(struct vmdk *v)
     bd->backing_name = strdup(desc->parent_hint);
     if (!bd->backing_name)
         return diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
-    if (bd->opts->no_backing) {
+    if (bd->opts.no_backing) {
         bd->backing_missing = true;
         return 0;
     }
@@ -287,7 +297,7 @@ static int open_parent(struct vmdk *v)
     if (bd->backing->drv == &bd_vmdk && desc->has_parent_cid) {
         struct vmdk *p = to_vmdk(bd->backing);
         uint32_t pcid = p->desc.has_cid ? p->desc.cid : 0;
-        if (pcid != desc->parent_cid && !bd->opts->ignore_parent_cid)
+        if (pcid != desc->parent_cid && !bd->opts.ignore_parent_cid)
             return diag_fail(bd->diag, -EINVAL, bd->filename, -1,
                              "parent '%s' has CID %08x, but this image expects parentCID "
                              "%08x (the parent was changed after this delta was made); "
@@ -365,7 +375,7 @@ static int vmdk_open(struct bd **out, struct bfile *f, const struct bd_open_opts
     }
     bd_init(&v->bd, &bd_vmdk, f, d);
     pthread_mutex_init(&v->lock, NULL);
-    v->bd.opts = o;
+    v->bd.opts = *o;
     v->bd.parent = parent;
     v->bd.depth = parent ? parent->depth + 1 : 0;
     if (!v->bd.filename) {
@@ -490,6 +500,30 @@ static int vmdk_pread(struct bd *bd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+/* --- check ------------------------------------------------------------------------- */
+
+/* What qemu-img check looks at, and more: every grain a table maps must lie
+ * inside its file and clear of the extent's metadata.  Nothing is repaired
+ * (as qemu: the repair flags are ignored). */
+static int vmdk_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
+{
+    struct vmdk *v = to_vmdk(bd);
+
+    (void)fix;
+    if (v->streaming)
+        return diag_fail(bd->diag, -ESPIPE, bd->filename, -1,
+                         "checking a VMDK needs a seekable input");
+    for (size_t i = 0; i < v->n_ext; i++) {
+        struct vmdk_extent *x = &v->ext[i];
+        if (x->type != VMDK_EXT_SPARSE && x->type != VMDK_EXT_VMFSSPARSE)
+            continue;
+        int r = vmdk_sparse_check(v, x, res);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* --- info -------------------------------------------------------------------------- */
 
 static int vmdk_info(struct bd *bd, struct jval *obj)
@@ -537,6 +571,7 @@ const struct bd_driver bd_vmdk = {
     .pread = vmdk_pread,
     .close = vmdk_close,
     .info = vmdk_info,
+    .check = vmdk_check,
     /* writing: a new image is written by vmdk_write*.c */
     .create_options_help = vmdkw_options_help,
     .create = vmdkw_create,

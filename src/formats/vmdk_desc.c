@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -125,13 +126,29 @@ struct pctx {
     unsigned line;
 };
 
+/* The first 60 bytes of a line for a message, control bytes as \xNN (a
+ * hostile descriptor must not send escape sequences to the terminal). */
+static void quote_line(char *out, size_t cap, const char *ls, const char *le)
+{
+    size_t o = 0;
+
+    for (const char *p = ls; p < le && p < ls + 60 && o + 5 < cap; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch < 0x20 || ch == 0x7f)
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+        else
+            out[o++] = (char)ch;
+    }
+    out[o] = '\0';
+}
+
 static int fail_line(struct pctx *c, const char *ls, const char *le, const char *why)
 {
-    int n = (int)(le - ls);
-    if (n > 60)
-        n = 60;
-    return diag_fail(c->d, -EINVAL, c->file, c->off, "descriptor line %u: %s: '%.*s%s'",
-                     c->line, why, n, ls, le - ls > 60 ? "..." : "");
+    char q[4 * 60 + 1];
+
+    quote_line(q, sizeof(q), ls, le);
+    return diag_fail(c->d, -EINVAL, c->file, c->off, "descriptor line %u: %s: '%s%s'",
+                     c->line, why, q, le - ls > 60 ? "..." : "");
 }
 
 static int parse_extent(struct pctx *c, struct vmdk_desc *out, enum vmdk_access access,

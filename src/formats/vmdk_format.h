@@ -119,6 +119,19 @@ static inline uint32_t vmdk_max_csize(uint32_t grain_bytes)
     return grain_bytes + grain_bytes / 8 + 1024;
 }
 
+/* Bytes of a buffer for one grain as stored: its 12-byte marker header and
+ * the largest acceptable compressed data.  Every read of a stored grain
+ * goes into such a buffer and must stay within it (small grains: it is
+ * less than a page). */
+static inline size_t vmdk_cbuf_bytes(uint32_t grain_bytes)
+{
+    return VMDK_GRAIN_HDR + (size_t)vmdk_max_csize(grain_bytes);
+}
+
+/* A grain read from a file starts with this many bytes (its header and,
+ * usually, all its data), or the whole buffer if that is smaller. */
+#define VMDK_GRAIN_FIRST_READ 4096u
+
 /* --- the descriptor (text) --------------------------------------------------- */
 
 enum vmdk_access { VMDK_ACCESS_RW, VMDK_ACCESS_RDONLY, VMDK_ACCESS_NOACCESS };
@@ -178,7 +191,7 @@ enum tar_kind { TAR_END, TAR_FILE, TAR_LONGNAME, TAR_PAX, TAR_OTHER };
 
 struct tar_member {
     enum tar_kind kind;
-    char name[256];        /* prefix/name (ustar), NUL-terminated */
+    char name[257];        /* prefix/name (ustar: 155 + '/' + 100), NUL-terminated */
     uint64_t size;         /* bytes of data that follow the header */
 };
 

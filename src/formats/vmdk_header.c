@@ -101,6 +101,12 @@ int vmdk4_header_decode(const uint8_t *b, size_t len, struct vmdk4_header *h,
         return diag_fail(d, -EINVAL, file, off + 56,
                          "grain directory offset %llu sectors is invalid",
                          (unsigned long long)h->gd_offset);
+    /* (the copy is read only when the primary is damaged, but its offset
+     * in bytes must not wrap then either) */
+    if ((h->flags & VMDK4_FLAG_RGD) && h->rgd_offset > VMDK_MAX_SECTORS)
+        return diag_fail(d, -EINVAL, file, off + 48,
+                         "redundant grain directory offset %llu sectors is invalid",
+                         (unsigned long long)h->rgd_offset);
     if (h->overhead > VMDK_MAX_SECTORS)
         return diag_fail(d, -EINVAL, file, off + 64,
                          "overhead of %llu sectors is out of range",

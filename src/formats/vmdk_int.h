@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "formats/bd.h"
+#include "formats/metamap.h"
 #include "formats/vmdk_format.h"
 
 struct bfile;
@@ -35,8 +36,20 @@ struct vmdk_extent {
     bool compressed, markers, zero_grain;
     uint32_t gd_n;
     uint32_t *gd;               /* sector of each grain table, 0 = none */
+    struct metamap meta;        /* with gd: where the extent's metadata is */
     struct vmdk_grain_loc *scan;  /* instead of gd: grains found by scanning */
     size_t n_scan;
+
+    /* read from a pipe: a grain directory read before the grains */
+    bool dir_known;             /* it was read (else the stream must end with EOS) */
+    bool dir_grains;            /* it lists at least one grain */
+    uint64_t dir_last;          /* byte offset of the last grain it lists */
+};
+
+/* A walk over the markers of a streamOptimized extent (vmdk_stream.c). */
+struct vmdk_walk {
+    uint64_t pos;               /* byte offset of the next object */
+    bool footer;                /* a footer marker was passed */
 };
 
 #define VMDK_GT_SLOTS    64
@@ -69,7 +82,7 @@ struct vmdk_sgrain {
 
 struct vmdk_stream {
     /* the reader thread's side */
-    uint64_t pos;               /* byte offset of the next marker to read */
+    struct vmdk_walk walk;      /* where the next marker is */
     uint64_t next_min;          /* smallest grain index allowed next */
     uint8_t *cdata;             /* compressed bytes of the grain being read */
     pthread_t thread;
@@ -99,7 +112,6 @@ struct vmdk {
     size_t n_ext;
     struct bfile **files;       /* extent files opened (bd.file excluded) */
     size_t n_files;
-    uint64_t table_bytes;       /* grain directories and scan indexes held */
 
     pthread_mutex_t lock;       /* guards the caches and the stream state */
     uint64_t clock;
@@ -110,11 +122,10 @@ struct vmdk {
     struct vmdk_stream st;
 };
 
-/* Memory all extents' grain directories and scan indexes may take together
- * (8192 extents naming one file with a 16 MiB directory must not add up). */
-#define VMDK_MAX_TABLE_BYTES (64ull << 20)
-
-/* Count `bytes` more against VMDK_MAX_TABLE_BYTES (error if over). */
+/* Count `bytes` more of grain directories, scan indexes and metadata maps
+ * against the chain's budget (BD_MAX_TABLE_BYTES: 8192 extents naming one
+ * file with a 16 MiB directory, or 63 descriptors naming each other as
+ * parents, must not add up). */
 int vmdk_table_budget(struct vmdk *v, const struct vmdk_extent *x, uint64_t bytes);
 
 /* vmdk_sparse.c */
@@ -128,6 +139,17 @@ int vmdk_sparse_pread(struct vmdk *v, struct vmdk_extent *x, uint8_t *buf, size_
                       uint64_t off);
 void vmdk_sparse_free(struct vmdk_extent *x);
 void vmdk_caches_free(struct vmdk *v);
+
+/* vmdk_meta.c */
+/* Build x->meta once the directory at sector `used` is in x->gd (refusing
+ * grain tables inside other metadata or overlapping each other). */
+int vmdk_meta_build(struct vmdk *v, struct vmdk_extent *x, uint64_t used);
+/* Whether grain g, which a table entry puts at byte `off` of the extent
+ * file and which takes at least `len` bytes there, can be read: inside the
+ * file and clear of the metadata.  The reason goes to `d` (may be NULL). */
+int vmdk_grain_check(const struct vmdk_extent *x, uint64_t g, uint64_t off, uint64_t len,
+                     struct diag *d);
+int vmdk_sparse_check(struct vmdk *v, struct vmdk_extent *x, struct bd_check_result *res);
 
 /* vmdk_inflate.c: inflate one compressed grain (zlib stream) into `out`
  * (grain_bytes; zero-filled past a short grain), checking its Adler-32. */

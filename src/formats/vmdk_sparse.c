@@ -16,7 +16,9 @@
 #include "util/diag.h"
 #include "util/endian.h"
 
-enum gkind { G_UNALLOC, G_ZERO, G_DATA, G_COMP };
+/* G_BAD: an entry pointing past the end of the file or into the metadata
+ * (vmdk_grain_check says why when the grain is used). */
+enum gkind { G_UNALLOC, G_ZERO, G_DATA, G_COMP, G_BAD };
 
 struct gref {
     enum gkind k;
@@ -34,12 +36,7 @@ static struct diag *D(struct vmdk *v)
 
 int vmdk_table_budget(struct vmdk *v, const struct vmdk_extent *x, uint64_t bytes)
 {
-    v->table_bytes += bytes;
-    if (v->table_bytes > VMDK_MAX_TABLE_BYTES)
-        return diag_fail(D(v), -EINVAL, x->name, -1,
-                         "grain directories of the extents need more than %llu MiB",
-                         (unsigned long long)(VMDK_MAX_TABLE_BYTES >> 20));
-    return 0;
+    return bd_table_budget(&v->bd, bytes, x->name, "grain directories of the extents");
 }
 
 /* Read and check a grain directory.  With `quiet`, a directory that does
@@ -124,25 +121,35 @@ static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, ui
     return 0;
 }
 
-/* The footer of a streamOptimized file whose header says "GD at end":
- * a copy of the header 1024 bytes before the end of the file. */
+/* The footer of a streamOptimized file whose header says "GD at end": a
+ * copy of the header with the directory's offset, in the last three
+ * sectors of the file: footer marker, footer, end-of-stream marker.  A file
+ * that does not end so has no usable footer (*gd_sector = 0): its markers
+ * are scanned, and the scan decides whether it is whole (vmdk_stream.c). */
 static int footer_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t *gd_sector)
 {
-    uint8_t buf[VMDK4_HEADER_SIZE];
+    uint8_t buf[3 * VMDK_SECTOR];
+    struct vmdk_marker fm, eos;
     struct vmdk4_header f;
 
     *gd_sector = 0;
-    if (x->file_size < 3 * VMDK_SECTOR)
+    if (x->file_size < 4 * VMDK_SECTOR)
         return 0;
-    int r = bfile_pread(x->file, buf, sizeof(buf), x->file_size - 1024);
+    uint64_t at = x->file_size - sizeof(buf);
+    int r = bfile_pread(x->file, buf, sizeof(buf), at);
     if (r < 0)
         return r;
-    if (vmdk4_header_decode(buf, sizeof(buf), &f, NULL, NULL, 0) < 0 ||
+    if (vmdk_marker_decode(buf, VMDK_SECTOR, 0, &fm, NULL, NULL, 0) < 0 || fm.is_grain ||
+        fm.type != VMDK_MARKER_FOOTER || fm.value != 1 ||
+        vmdk_marker_decode(buf + 2 * VMDK_SECTOR, VMDK_SECTOR, 0, &eos, NULL, NULL, 0) < 0 ||
+        eos.is_grain || eos.type != VMDK_MARKER_EOS)
+        return 0;
+    if (vmdk4_header_decode(buf + VMDK_SECTOR, VMDK4_HEADER_SIZE, &f, NULL, NULL, 0) < 0 ||
         f.gd_offset == VMDK4_GD_AT_END)
-        return 0;   /* no usable footer: scan the markers */
+        return 0;
     if (f.capacity != x->hdr.capacity || f.grain_sectors != x->hdr.grain_sectors ||
         f.gtes != x->hdr.gtes)
-        return diag_fail(D(v), -EINVAL, x->name, (int64_t)(x->file_size - 1024),
+        return diag_fail(D(v), -EINVAL, x->name, (int64_t)(at + VMDK_SECTOR),
                          "footer disagrees with the header (capacity, grain size or "
                          "grain table size)");
     *gd_sector = f.gd_offset;
@@ -200,15 +207,18 @@ int vmdk_sparse_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sector
     if ((h->flags & VMDK4_FLAG_RGD) && h->rgd_offset && h->gd_offset != VMDK4_GD_AT_END) {
         /* a damaged primary directory: VMware keeps a redundant copy */
         r = load_gd(v, x, gd, h->gd_entries, true);
+        if (r == 0)
+            return vmdk_meta_build(v, x, gd);
         if (r != -EINVAL)
             return r;
         if (load_gd(v, x, h->rgd_offset, h->gd_entries, true) == 0) {
             diag_warn(D(v), x->name, 56, "primary grain directory is damaged; using the "
                       "redundant one");
-            return 0;
+            return vmdk_meta_build(v, x, h->rgd_offset);
         }
     }
-    return load_gd(v, x, gd, h->gd_entries, false);
+    r = load_gd(v, x, gd, h->gd_entries, false);
+    return r < 0 ? r : vmdk_meta_build(v, x, gd);
 }
 
 int vmdk_cowd_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors)
@@ -239,13 +249,15 @@ int vmdk_cowd_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors)
     x->hdr.dirty = h.dirty;
     uint64_t span = (uint64_t)x->grain_bytes * COWD_GTES;
     uint32_t n = (uint32_t)(x->capacity / span + (x->capacity % span != 0));
-    return load_gd(v, x, h.gd_offset, n, false);
+    r = load_gd(v, x, h.gd_offset, n, false);
+    return r < 0 ? r : vmdk_meta_build(v, x, h.gd_offset);
 }
 
 void vmdk_sparse_free(struct vmdk_extent *x)
 {
     free(x->gd);
     free(x->scan);
+    metamap_free(&x->meta);
     x->gd = NULL;
     x->scan = NULL;
 }
@@ -268,36 +280,13 @@ static uint64_t grain_extent_bytes(const struct vmdk_extent *x, uint64_t g)
     return left < x->grain_bytes ? left : x->grain_bytes;
 }
 
-static int check_gt(struct vmdk *v, const struct vmdk_extent *x, uint32_t gd_idx,
-                    const uint32_t *ent)
+/* Bytes grain g takes at least at its offset (its whole data, or the
+ * header of a compressed one: its size is known once that is read). */
+static uint64_t grain_min_bytes(const struct vmdk_extent *x, uint64_t g)
 {
-    uint64_t gt_off = (uint64_t)x->gd[gd_idx] * VMDK_SECTOR;
-
-    for (uint32_t i = 0; i < x->gtes; i++) {
-        uint64_t g = (uint64_t)gd_idx * x->gtes + i;
-        if (g * x->grain_bytes >= x->len)
-            break;
-        uint32_t e = ent[i];
-        if (e == 0 || (e == 1 && x->zero_grain))
-            continue;
-        uint64_t off = (uint64_t)e * VMDK_SECTOR;
-        uint64_t need = x->compressed ? (x->markers ? VMDK_GRAIN_HDR : 1)
-                                      : grain_extent_bytes(x, g);
-        if (off >= x->file_size)
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)(gt_off + 4 * (uint64_t)i),
-                             "grain table entry for LBA %llu points to offset %llu, past "
-                             "the end of the file (%llu bytes)",
-                             (unsigned long long)(g * x->grain_bytes / VMDK_SECTOR),
-                             (unsigned long long)off, (unsigned long long)x->file_size);
-        if (need > x->file_size - off)
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)(gt_off + 4 * (uint64_t)i),
-                             "grain table entry for LBA %llu points to offset %llu, whose "
-                             "%llu bytes run past the end of the file (%llu bytes)",
-                             (unsigned long long)(g * x->grain_bytes / VMDK_SECTOR),
-                             (unsigned long long)off, (unsigned long long)need,
-                             (unsigned long long)x->file_size);
-    }
-    return 0;
+    if (x->compressed)
+        return x->markers ? VMDK_GRAIN_HDR : 1;
+    return grain_extent_bytes(x, g);
 }
 
 /* Copy grain table `gd_idx` of `x` into out[0..gtes). */
@@ -333,9 +322,7 @@ static int gt_get(struct vmdk *v, const struct vmdk_extent *x, uint32_t gd_idx, 
         goto out;
     for (uint32_t i = 0; i < x->gtes; i++)
         s->ent[i] = le32_get(raw + 4 * (size_t)i);
-    r = check_gt(v, x, gd_idx, s->ent);
-    if (r < 0)
-        goto out;
+    /* (each entry is checked when its grain is used: vmdk_grain_check) */
     s->x = x;
     s->gd_idx = gd_idx;
 hit:
@@ -406,11 +393,20 @@ static int grains_get(struct vmdk *v, const struct vmdk_extent *x, uint64_t g, u
             out[i].k = G_UNALLOC;
         else if (e == 1 && x->zero_grain)
             out[i].k = G_ZERO;
+        else if (vmdk_grain_check(x, g + i, out[i].off, grain_min_bytes(x, g + i), NULL) < 0)
+            out[i].k = G_BAD;
         else
             out[i].k = x->compressed ? G_COMP : G_DATA;
     }
     *n = max;
     return 0;
+}
+
+/* Record why grain g (a G_BAD entry at `off`) cannot be read. */
+static int bad_grain(struct vmdk *v, const struct vmdk_extent *x, uint64_t g, uint64_t off)
+{
+    int r = vmdk_grain_check(x, g, off, grain_min_bytes(x, g), D(v));
+    return r < 0 ? r : diag_fail(D(v), -EIO, x->name, -1, "internal error: grain check");
 }
 
 /* --- block status ------------------------------------------------------------------ */
@@ -473,6 +469,11 @@ int vmdk_sparse_block_status(struct vmdk *v, struct vmdk_extent *x, uint64_t off
             return r;
         for (uint32_t i = 0; i < n && pos < end; i++, g++) {
             uint64_t gend = (g + 1) * x->grain_bytes;
+            if (refs[i].k == G_BAD) {
+                if (!started)
+                    return bad_grain(v, x, g, refs[i].off);
+                goto done;  /* the extent ends before it */
+            }
             if (!started) {
                 kind = refs[i].k;
                 host0 = refs[i].off + (pos - g * x->grain_bytes);
@@ -505,7 +506,7 @@ static int read_comp_grain(struct vmdk *v, const struct vmdk_extent *x, uint64_t
                            uint64_t off, uint8_t *out)
 {
     uint32_t maxc = vmdk_max_csize(x->grain_bytes);
-    size_t cap = VMDK_GRAIN_HDR + maxc;
+    size_t cap = vmdk_cbuf_bytes(x->grain_bytes);
     uint8_t *buf;
     const uint8_t *data;
     size_t clen, first;
@@ -518,7 +519,10 @@ static int read_comp_grain(struct vmdk *v, const struct vmdk_extent *x, uint64_t
     buf = malloc(cap);
     if (!buf)
         return diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
-    first = x->markers ? 4096 : cap;
+    /* with markers the size is in the grain's header: read the header and
+     * what usually follows in one call, never more than the buffer holds
+     * (a grain of 1..4 sectors has room for less than 4 KiB) */
+    first = x->markers && cap > VMDK_GRAIN_FIRST_READ ? VMDK_GRAIN_FIRST_READ : cap;
     if (first > x->file_size - off)
         first = (size_t)(x->file_size - off);
     r = bfile_pread(x->file, buf, first, off);
@@ -551,6 +555,9 @@ static int read_comp_grain(struct vmdk *v, const struct vmdk_extent *x, uint64_t
             goto out;
         }
         clen = m.size;
+        /* now that its size is known: clear of the metadata too */
+        if ((r = vmdk_grain_check(x, g, off, VMDK_GRAIN_HDR + clen, D(v))) < 0)
+            goto out;
         if (VMDK_GRAIN_HDR + clen > first) {
             r = bfile_pread(x->file, buf + first, VMDK_GRAIN_HDR + clen - first, off + first);
             if (r < 0)
@@ -668,6 +675,11 @@ int vmdk_sparse_pread(struct vmdk *v, struct vmdk_extent *x, uint8_t *buf, size_
                 piece = len - done;
             enum gkind k = refs[i].k;
             uint64_t host = refs[i].off + within;
+            if (k == G_BAD) {
+                if ((r = flush_run(v, x, &run)) < 0)
+                    return r;
+                return bad_grain(v, x, g, refs[i].off);
+            }
             if (k == G_COMP) {
                 if ((r = flush_run(v, x, &run)) < 0)
                     return r;
@@ -691,4 +703,48 @@ int vmdk_sparse_pread(struct vmdk *v, struct vmdk_extent *x, uint8_t *buf, size_
         }
     }
     return flush_run(v, x, &run);
+}
+
+/* --- check ------------------------------------------------------------------------- */
+
+/* Every grain the tables of `x` map: inside the file, clear of the
+ * metadata.  Each bad one is a corruption, reported as qemu-img words it
+ * where qemu checks the same (a grain past the end of the file). */
+int vmdk_sparse_check(struct vmdk *v, struct vmdk_extent *x, struct bd_check_result *res)
+{
+    uint32_t ent[VMDK_MAX_GTES];
+    uint64_t total = x->len / x->grain_bytes + (x->len % x->grain_bytes != 0);
+
+    if (!x->gd)
+        return 0;   /* grains found by scanning: no table to check */
+    for (uint32_t t = 0; t < x->gd_n; t++) {
+        uint64_t g0 = (uint64_t)t * x->gtes;
+        if (g0 >= total)
+            break;
+        if (!x->gd[t])
+            continue;
+        int r = gt_get(v, x, t, ent);
+        if (r < 0)
+            return r;
+        for (uint32_t i = 0; i < x->gtes && g0 + i < total; i++) {
+            uint32_t e = ent[i];
+            uint64_t g = g0 + i, off = (uint64_t)e * VMDK_SECTOR;
+            if (e == 0 || (e == 1 && x->zero_grain) ||
+                vmdk_grain_check(x, g, off, grain_min_bytes(x, g), NULL) == 0)
+                continue;
+            res->corruptions++;
+            if (off >= x->file_size) {
+                diag_warn(D(v), x->name, -1, "ERROR: cluster offset for sector %llu points "
+                          "after EOF", (unsigned long long)((x->start + g * x->grain_bytes) /
+                                                            VMDK_SECTOR));
+                continue;
+            }
+            struct diag why;
+            diag_init(&why);
+            vmdk_grain_check(x, g, off, grain_min_bytes(x, g), &why);
+            diag_warn(D(v), x->name, why.offset, "ERROR: %s", why.what);
+            pthread_mutex_destroy(&why.lock);
+        }
+    }
+    return 0;
 }

@@ -7,12 +7,14 @@
  *    inflated) for the pread that follows.  Grains must come in ascending
  *    LBA order; memory is one grain plus its compressed bytes.
  *  - a seekable file without a usable grain directory (GD at the end and no
- *    valid footer): the markers are scanned once to list the grains.
+ *    valid footer at the end of the file): the markers are scanned once to
+ *    list the grains.
  *
  * Layout walked: from the header's overhead on, each object starts on a
  * sector: a grain (u64 LBA, u32 size > 0, zlib data), or a metadata marker
  * (u64 sectors that follow, u32 0, u32 type) whose payload is skipped; an
- * EOS marker or the end of the file ends the walk.
+ * EOS marker or the end of the file ends the walk, and both uses judge that
+ * end by one rule (walk_end): a stream cut short is an error.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "formats/vmdk_int.h"
 #include "io/bfile.h"
 #include "util/diag.h"
+#include "util/endian.h"
 
 bool vmdk_file_is_stream(const struct bfile *f)
 {
@@ -32,6 +35,12 @@ bool vmdk_file_is_stream(const struct bfile *f)
 static struct diag *D(struct vmdk *v)
 {
     return v->bd.diag;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* Where the walk starts: after the header, the embedded descriptor and the
@@ -51,22 +60,54 @@ static uint64_t total_grains(const struct vmdk_extent *x)
     return x->len / x->grain_bytes + (x->len % x->grain_bytes != 0);
 }
 
-/* The object at *pos.  For a grain, its compressed bytes go to cbuf (room
- * for VMDK_GRAIN_HDR + max csize) and *grain is set; *pos moves past it.
- * Returns 1 for a grain, 0 at the end (EOS or end of file). */
-static int walk_next(struct vmdk *v, struct vmdk_extent *x, uint64_t *pos, uint8_t *cbuf,
-                     uint64_t *grain, uint32_t *csize, uint64_t *gpos)
+/* The one rule for the end of a walk over the markers, shared by the pipe
+ * reader and the scan of a file: a stream is whole when it ends with its
+ * end-of-stream marker, and when the header says the grain directory is at
+ * the end, with the footer before it.  Without the marker it is whole only
+ * if a grain directory read before the grains (qemu-img writes no marker)
+ * lists no grain at or after the point where the data ended.  Anything else
+ * was cut short (a network that dropped, a partial copy): an error at the
+ * offset where the data ends, never zeros in place of the lost grains.
+ * `at` is that offset (eos: where the end-of-stream marker is). */
+static int walk_end(struct vmdk *v, const struct vmdk_extent *x, const struct vmdk_walk *w,
+                    uint64_t at, bool eos)
+{
+    if (eos) {
+        if (x->hdr.gd_offset == VMDK4_GD_AT_END && !w->footer)
+            return diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
+                             "stream ends (end-of-stream marker at offset %llu) without the "
+                             "footer its header announces (grain directory at the end)",
+                             (unsigned long long)at);
+        return 0;
+    }
+    if (x->dir_known && (!x->dir_grains || x->dir_last < at))
+        return 0;
+    if (x->dir_known)
+        return diag_fail(D(v), -EIO, x->name, (int64_t)at,
+                         "stream is truncated: it ends at offset %llu, before the grain at "
+                         "offset %llu that its grain directory lists", (unsigned long long)at,
+                         (unsigned long long)x->dir_last);
+    return diag_fail(D(v), -EIO, x->name, (int64_t)at,
+                     "stream is truncated: it ends at offset %llu without an end-of-stream "
+                     "marker", (unsigned long long)at);
+}
+
+/* The object at w->pos.  For a grain, its compressed bytes go to cbuf
+ * (vmdk_cbuf_bytes) and *grain is set; w->pos moves past it.  Returns 1 for
+ * a grain, 0 at the end (after walk_end() accepted it), or an error. */
+static int walk_next(struct vmdk *v, struct vmdk_extent *x, struct vmdk_walk *w,
+                     uint8_t *cbuf, uint64_t *grain, uint32_t *csize, uint64_t *gpos)
 {
     uint32_t maxc = vmdk_max_csize(x->grain_bytes);
 
     for (;;) {
         size_t got;
-        uint64_t at = *pos;
+        uint64_t at = w->pos;
         int r = bfile_pread_upto(x->file, cbuf, VMDK_SECTOR, at, &got);
         if (r < 0)
             return r;
         if (got == 0)
-            return 0;   /* end of file without an EOS marker (qemu writes none) */
+            return walk_end(v, x, w, at, false);
         if (got < 16)
             return diag_fail(D(v), -EIO, x->name, (int64_t)at,
                              "file ends inside a marker (%zu bytes left)", got);
@@ -76,9 +117,12 @@ static int walk_next(struct vmdk *v, struct vmdk_extent *x, uint64_t *pos, uint8
             return r;
         if (!m.is_grain) {
             if (m.type == VMDK_MARKER_EOS)
-                return 0;
-            /* GT, GD, footer, progress: skip the marker and its payload */
-            *pos = at + VMDK_SECTOR + m.value * VMDK_SECTOR;
+                return walk_end(v, x, w, at, true);
+            if (m.type == VMDK_MARKER_FOOTER)
+                w->footer = true;
+            /* GT, GD, footer, progress: skip the marker and its payload
+             * (value <= VMDK_MAX_SECTORS: no wrap) */
+            w->pos = at + VMDK_SECTOR + m.value * VMDK_SECTOR;
             continue;
         }
         if (m.value % x->hdr.grain_sectors)
@@ -91,6 +135,14 @@ static int walk_next(struct vmdk *v, struct vmdk_extent *x, uint64_t *pos, uint8
                              "grain marker has LBA %llu, beyond the capacity (%llu sectors)",
                              (unsigned long long)m.value,
                              (unsigned long long)(x->len / VMDK_SECTOR));
+        /* with a directory read before the grains, its last grain is the
+         * stream's last (the rule for its end counts on it) */
+        if (x->dir_known && (!x->dir_grains || at > x->dir_last))
+            return diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
+                             "grain for LBA %llu at offset %llu is not in the grain directory "
+                             "(%s)", (unsigned long long)m.value, (unsigned long long)at,
+                             x->dir_grains ? "it lists grains up to an earlier offset"
+                                           : "it lists no grains");
         size_t total = VMDK_GRAIN_HDR + (size_t)m.size;
         if (total > got) {
             size_t more;
@@ -105,9 +157,99 @@ static int walk_next(struct vmdk *v, struct vmdk_extent *x, uint64_t *pos, uint8
         *grain = g;
         *csize = m.size;
         *gpos = at;
-        *pos = at + (total + VMDK_SECTOR - 1) / VMDK_SECTOR * VMDK_SECTOR;
+        w->pos = at + (total + VMDK_SECTOR - 1) / VMDK_SECTOR * VMDK_SECTOR;
         return 1;
     }
+}
+
+/* A stream whose header names a grain directory that lies, with its grain
+ * tables, before the grains (qemu-img's and VMware's layout): read it on
+ * the way (forward, the tables in file order) and note the offset of the
+ * last grain it lists, so that the end of the stream can be told from a
+ * cut (walk_end).  Where the directory cannot be read forward before the
+ * grains, the end-of-stream marker alone decides. */
+#define DIR_PIECE (64u << 10)
+
+static int stream_directory(struct vmdk *v, struct vmdk_extent *x)
+{
+    const struct vmdk4_header *h = &x->hdr;
+    uint64_t start = walk_start(x);
+    uint64_t cursor = h->desc_offset ? (h->desc_offset + h->desc_sectors) * VMDK_SECTOR
+                                     : VMDK_SECTOR;
+    uint64_t gd_off, gd_bytes = (uint64_t)h->gd_entries * 4, gt_bytes = (uint64_t)x->gtes * 4;
+    uint64_t ngrains = total_grains(x);
+    uint8_t *raw = NULL, *gt = NULL;
+    uint64_t *order = NULL;
+    uint32_t n = 0;
+    int r = 0;
+
+    if (h->gd_offset == VMDK4_GD_AT_END)
+        return 0;
+    gd_off = h->gd_offset * VMDK_SECTOR;    /* <= 2^41 sectors: no wrap */
+    if (gd_off < cursor || gd_off > start || gd_bytes > start - gd_off)
+        return 0;
+    /* read in pieces, keeping the tables it names: memory follows what
+     * the pipe delivers, not what the header claims */
+    raw = malloc(DIR_PIECE);
+    gt = malloc(gt_bytes);
+    if (!raw || !gt) {
+        r = diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
+        goto out;
+    }
+    /* (table sector << 32 | directory index), sorted: file order */
+    uint32_t cap = 0;
+    for (uint64_t done = 0; done < gd_bytes; done += DIR_PIECE) {
+        size_t piece = gd_bytes - done < DIR_PIECE ? (size_t)(gd_bytes - done) : DIR_PIECE;
+        if ((r = bfile_pread(x->file, raw, piece, gd_off + done)) < 0)
+            goto out;
+        for (size_t j = 0; j < piece; j += 4) {
+            uint32_t e = le32_get(raw + j), i = (uint32_t)((done + j) / 4);
+            if (!e || (uint64_t)i * x->gtes >= ngrains)
+                continue;
+            if (n == cap) {
+                uint32_t ncap = cap ? 2 * cap : 1024;
+                uint64_t *no = realloc(order, ncap * sizeof(*order));
+                if (!no) {
+                    r = diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
+                    goto out;
+                }
+                order = no;
+                cap = ncap;
+            }
+            order[n++] = (uint64_t)e << 32 | i;
+        }
+    }
+    cursor = gd_off + gd_bytes;
+    if (n)
+        qsort(order, n, sizeof(*order), u64_cmp);
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t off = (order[k] >> 32) * VMDK_SECTOR;
+        if (off < cursor || off > start || gt_bytes > start - off)
+            goto out;   /* not laid out for reading forward: the marker decides */
+        cursor = off + gt_bytes;
+    }
+    x->dir_grains = false;
+    x->dir_last = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t off = (order[k] >> 32) * VMDK_SECTOR;
+        uint64_t first = (order[k] & UINT32_MAX) * x->gtes;
+        if ((r = bfile_pread(x->file, gt, gt_bytes, off)) < 0)
+            goto out;
+        for (uint32_t i = 0; i < x->gtes && first + i < ngrains; i++) {
+            uint32_t e = le32_get(gt + 4 * (size_t)i);
+            if (e == 0 || (e == 1 && x->zero_grain))
+                continue;
+            if ((uint64_t)e * VMDK_SECTOR > x->dir_last || !x->dir_grains)
+                x->dir_last = (uint64_t)e * VMDK_SECTOR;
+            x->dir_grains = true;
+        }
+    }
+    x->dir_known = true;
+out:
+    free(raw);
+    free(order);
+    free(gt);
+    return r;
 }
 
 /* --- random-access fallback -------------------------------------------------- */
@@ -121,16 +263,16 @@ static int loc_cmp(const void *a, const void *b)
 
 int vmdk_scan_grains(struct vmdk *v, struct vmdk_extent *x)
 {
-    uint64_t pos = walk_start(x), g, at;
-    uint64_t limit = total_grains(x);
+    struct vmdk_walk w = { .pos = walk_start(x) };
+    uint64_t g, at, limit = total_grains(x);
     uint32_t csize;
     size_t cap = 0;
-    uint8_t *cbuf = malloc(VMDK_GRAIN_HDR + vmdk_max_csize(x->grain_bytes));
+    uint8_t *cbuf = malloc(vmdk_cbuf_bytes(x->grain_bytes));
     int r;
 
     if (!cbuf)
         return diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
-    while ((r = walk_next(v, x, &pos, cbuf, &g, &csize, &at)) > 0) {
+    while ((r = walk_next(v, x, &w, cbuf, &g, &csize, &at)) > 0) {
         if (x->n_scan >= VMDK_MAX_SCAN_GRAINS) {
             r = diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
                           "more than %u grains to index without a grain directory",
@@ -219,7 +361,7 @@ static void *reader(void *arg)
         }
         uint64_t g, at;
         uint32_t csize;
-        r = walk_next(v, x, &st->pos, st->cdata, &g, &csize, &at);
+        r = walk_next(v, x, &st->walk, st->cdata, &g, &csize, &at);
         if (r <= 0)
             break;
         if (g < st->next_min) {
@@ -266,8 +408,11 @@ int vmdk_stream_open(struct vmdk *v, struct vmdk_extent *x)
                          "this %s VMDK needs a seekable input (its grains are found through "
                          "the grain tables); only streamOptimized VMDKs can be read from a "
                          "pipe", x->compressed ? "compressed" : "sparse");
-    st->pos = walk_start(x);
-    st->cdata = malloc(VMDK_GRAIN_HDR + vmdk_max_csize(x->grain_bytes));
+    st->walk.pos = walk_start(x);
+    int r = stream_directory(v, x);
+    if (r < 0)
+        return r;
+    st->cdata = malloc(vmdk_cbuf_bytes(x->grain_bytes));
     if (!st->cdata)
         return diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
     pthread_cond_init(&st->cv_put, NULL);
@@ -340,6 +485,23 @@ static int advance(struct vmdk *v, struct vmdk_extent *x, uint64_t off)
     return 0;
 }
 
+/* The caller has been handed the last byte of the disk: the rest of the
+ * stream (tables, footer, end-of-stream marker) must still be there, or the
+ * stream was cut after its last grain.  Wait for the reader to get to the
+ * end and return what it found.  With vmdk.lock held. */
+static int finish(struct vmdk *v, struct vmdk_extent *x, uint64_t end)
+{
+    struct vmdk_stream *st = &v->st;
+
+    if (end < x->len)
+        return 0;
+    while (!st->done && st->count == 0)
+        pthread_cond_wait(&st->cv_get, &v->lock);
+    if (st->count)     /* cannot be: no grain lies past the last one */
+        return diag_fail(D(v), -EINVAL, x->name, -1, "grain past the end of the disk");
+    return st->err;
+}
+
 int vmdk_stream_block_status(struct vmdk *v, uint64_t off, uint64_t len,
                              struct bd_extent *e)
 {
@@ -360,6 +522,7 @@ int vmdk_stream_block_status(struct vmdk *v, uint64_t off, uint64_t len,
             e->flags = 0;   /* no grain: zeros (a stream has no parent) */
             e->len = (gs < end ? gs : end) - off;
         }
+        r = finish(v, x, off + e->len);
     }
     pthread_mutex_unlock(&v->lock);
     return r;
@@ -397,6 +560,8 @@ int vmdk_stream_pread(struct vmdk *v, uint8_t *buf, size_t len, uint64_t off)
         }
         done += n;
     }
+    if (r == 0)
+        r = finish(v, x, off + len);
     pthread_mutex_unlock(&v->lock);
     return r;
 }

@@ -1,42 +1,39 @@
 /* Fuzz target: a VMDK (hosted sparse KDMV with its grain directory and
  * tables, streamOptimized with markers and compressed grains, COWD, or a
  * descriptor text whose extents are ZERO or refused references) opened,
- * walked and shown (info).  A streamOptimized input that opens is then
- * read again forward-only from a pipe, the way `convert -` reads it. */
+ * walked and shown (info).  An input that opens is then read again
+ * forward-only from a pipe, the way `convert -` reads it (a streamOptimized
+ * one is read by the stream reader, others must be refused cleanly).
+ * Both readings of a binary extent obey the truncation rule
+ * (fuzz_truncation_rule): the input cut a few sectors before its end must
+ * fail or read the same. */
 #include <string.h>
 
 #include "fuzz_common.h"
 #include "util/diag.h"
 
-static int is_stream_optimized(const uint8_t *d, size_t n)
+/* A binary extent (KDMV, COWD): the truncation rule applies.  A descriptor
+ * is text with no end of its own: cut at a line end it is a shorter, valid
+ * descriptor (fewer extents), which no reader can tell from a cut. */
+static int binary_extent(const uint8_t *data, size_t size)
 {
-    /* "KDMV", flags (LE32 at 8) with compressed grains (bit 16) or
-     * markers (bit 17) */
-    return n >= 512 && memcmp(d, "KDMV", 4) == 0 && (d[10] & 0x3);
+    return size >= 4 && (memcmp(data, "KDMV", 4) == 0 || memcmp(data, "COWD", 4) == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct bd_open_opts o = fuzz_default_opts();
-    struct diag d;
-    struct bd *bd;
-    int opened = 0;
+    struct fuzz_reading mem, pipe;
 
     o.format = "vmdk";
-    diag_init(&d);
-    if (fuzz_open_mem(&bd, data, size, "fuzz.vmdk", &o, &d) == 0) {
-        opened = 1;
-        fuzz_walk(bd, 0);
-        bd_close(bd);
-    }
-    if (opened && is_stream_optimized(data, size)) {
-        void *feeder;
-        diag_init(&d);
-        if (fuzz_open_pipe(&bd, data, size, "fuzz-stream.vmdk", &o, &d, &feeder) == 0) {
-            fuzz_walk(bd, 0);
-            bd_close(bd);
-        }
-        fuzz_pipe_done(feeder);
-    }
+    fuzz_read_input(data, size, "fuzz.vmdk", &o, 0, &mem);
+    if (!mem.opened)
+        return 0;
+    int cut = binary_extent(data, size);
+    if (cut)
+        fuzz_truncation_rule(data, size, 512, "fuzz.vmdk", &o, 0, &mem);
+    fuzz_read_input(data, size, "fuzz-stream.vmdk", &o, 1, &pipe);
+    if (cut)
+        fuzz_truncation_rule(data, size, 512, "fuzz-stream.vmdk", &o, 1, &pipe);
     return 0;
 }

@@ -42,7 +42,8 @@ static const struct option long_opts[] = {
     { NULL, 0, NULL, 0 },
 };
 
-static void print_result(const struct bd_measure *m, int json)
+/* -ENOMEM when the JSON tree could not be built (nothing printed). */
+static int print_result(const struct bd_measure *m, int json)
 {
     if (json) {
         /* qemu-img's key order */
@@ -51,15 +52,19 @@ static void print_result(const struct bd_measure *m, int json)
             jv_set(o, "bitmaps", jv_uint(m->bitmaps));
         jv_set(o, "required", jv_uint(m->required));
         jv_set(o, "fully-allocated", jv_uint(m->fully_allocated));
-        jv_print_json(stdout, o, 0);
-        putchar('\n');
+        int st = jv_status(o);
+        if (st == 0) {
+            jv_print_json(stdout, o, 0);
+            putchar('\n');
+        }
         jv_free(o);
-        return;
+        return st;
     }
     printf("required size: %llu\n", (unsigned long long)m->required);
     printf("fully allocated size: %llu\n", (unsigned long long)m->fully_allocated);
     if (m->has_bitmaps)
         printf("bitmaps size: %llu\n", (unsigned long long)m->bitmaps);
+    return 0;
 }
 
 int cmd_measure(int argc, char **argv)
@@ -156,7 +161,10 @@ int cmd_measure(int argc, char **argv)
         cli_error("Invalid parameter '%s' for format '%s' (see -o help)", unused, out_fmt);
         goto out;
     }
-    print_result(&m, json);
+    if (print_result(&m, json) < 0) {
+        cli_error("out of memory");
+        goto out;
+    }
     rc = 0;
 out:
     bd_close(src);

@@ -75,6 +75,18 @@ bad "compressed data .* starts at host offset $((SIZE + 100)), past the end of t
 bad "compressed L2 entry .* points into the header cluster" "$L2" "$(be64 $(( (1 << 62) | 100 )))"
 bad "compressed L2 entry .* has the copied flag set" "$L2" "$(be64 $(( (3 << 62) | DATA )))"
 
+# an L2 table that is other metadata (its entries would be read as pointers)
+REFT=$(peek64 base.qcow2 48)
+bad "L2 table at host offset $REFT \(L1 entry 0\) overlaps the refcount table \(host offset $REFT, 65536 bytes\)" \
+    "$L1" "$(be64 $((REFT | (1 << 63))))"
+bad "L2 table at host offset $L1 \(L1 entry 0\) overlaps the L1 table" "$L1" "$(be64 $((L1 | (1 << 63))))"
+# an L2 table cut by the end of the file: a truncated image, not empty entries
+cp base.qcow2 l2cut.qcow2
+truncate -s $((L2 + 100)) l2cut.qcow2
+expect_error "L2 table at offset $L2 is cut by the end of the file \($((L2 + 100)) bytes\)" \
+    "$DISKIMG" convert -O raw l2cut.qcow2 t.raw
+[ -e t.raw ] && fail "output left behind"
+
 # a truncated image: a data cluster past the new end is an error...
 cp base.qcow2 trunc.qcow2
 truncate -s $((SIZE - 65536)) trunc.qcow2

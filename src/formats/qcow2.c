@@ -32,6 +32,8 @@ static void qcow2_close(struct bd *bd)
     free(q->l1);
     qcow2_l2cache_free(q->l2);
     qcow2_inflate_pool_destroy(&q->inflate);
+    qcow2_bitmaps_free(q->bitmaps, q->nbitmaps);
+    qcow2_meta_free(q);
     for (uint32_t i = 0; i < q->nsnaps; i++)
         qcow2_snapshot_clear(&q->snaps[i]);
     free(q->snaps);
@@ -118,7 +120,7 @@ static int qcow2_open(struct bd **out, struct bfile *f, const struct bd_open_opt
         return r;
     }
     bd_init(&q->bd, &bd_qcow2, f, d);
-    q->bd.opts = o;
+    q->bd.opts = *o;
     q->bd.parent = parent;
     q->bd.depth = parent ? parent->depth + 1 : 0;
     q->snapshot = -1;
@@ -146,6 +148,10 @@ static int qcow2_open(struct bd **out, struct bfile *f, const struct bd_open_opt
     if ((r = qcow2_l2cache_new(&q->l2, f, h->cluster_size, QCOW2_L2_CACHE_BYTES, d)) < 0)
         goto fail;
     if ((r = qcow2_read_snapshots(q)) < 0)
+        goto fail;
+    if ((r = qcow2_read_bitmaps(q)) < 0)
+        goto fail;
+    if ((r = qcow2_meta_build(q)) < 0)
         goto fail;
     if ((r = open_references(q, o)) < 0)
         goto fail;

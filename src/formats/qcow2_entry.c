@@ -50,7 +50,9 @@ static int decode_compressed(const struct qcow2_header *h, bool data_file, uint6
                    e, where, host);
     out->kind = QK_COMPRESSED;
     out->host = host;
-    /* whole sectors from the one holding `host`: at most two clusters */
+    out->has_host = true;
+    /* whole sectors from the one holding `host`: at most two clusters' worth
+     * of bytes, over up to three host clusters (qcow2_compressed_span) */
     out->csize = (uint32_t)(nsec * QCOW2_COMPRESSED_SECTOR - (host % QCOW2_COMPRESSED_SECTOR));
     return 0;
 }
@@ -61,6 +63,7 @@ int qcow2_l2_entry_decode(const struct qcow2_header *h, bool data_file, uint64_t
 {
     out->kind = QK_UNALLOC;
     out->host = 0;
+    out->has_host = false;
     out->csize = 0;
     out->extended = false;
     out->alloc = out->zero = 0;
@@ -86,6 +89,7 @@ int qcow2_l2_entry_decode(const struct qcow2_header *h, bool data_file, uint64_t
                    PRIx64 " differs from the guest offset 0x%" PRIx64
                    " (external data files map 1:1)", e, where, host, guest);
     out->host = host;
+    out->has_host = has_host;
 
     if (h->extended_l2) {
         uint32_t alloc = (uint32_t)bitmap, zero = (uint32_t)(bitmap >> 32);

@@ -4,24 +4,34 @@
  * bytes of the next compressed cluster after the end of this one's stream:
  * decoding stops once the cluster is full.  A stream that would produce
  * more than a cluster is refused (the output never goes past `cap`).
+ *
+ * zstd: a frame declares the window (history buffer) its decoder needs,
+ * up to 2^31 bytes, and the decoder allocates it before it sees any data.
+ * One cluster never needs a window larger than the cluster, so each
+ * decoder is limited to that (ZSTD_d_windowLogMax): a hostile frame asking
+ * for 128 MiB is refused instead of costing 128 MiB per reader thread.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_getFrameHeader: the window a frame asks for */
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "formats/qcow2_int.h"
 
 struct qcow2_inflater {
     uint8_t type;
+    unsigned window_log;    /* zstd: the largest window accepted */
     bool z_ready;
     z_stream z;
     ZSTD_DCtx *zs;
 };
 
-int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type)
+int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type,
+                       uint32_t cluster_size)
 {
     struct qcow2_inflater *z = calloc(1, sizeof(*z));
 
@@ -37,8 +47,16 @@ int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type)
         }
         z->z_ready = true;
     } else if (compression_type == QCOW2_COMPRESSION_ZSTD) {
+        /* the cluster size, but at least what zstd accepts as a limit (a
+         * compressor may round a 512-byte cluster's window up to 1 KiB) */
+        ZSTD_bounds b = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax);
+        z->window_log = ZSTD_isError(b.error) || b.lowerBound < 0 ? 10 : (unsigned)b.lowerBound;
+        while (z->window_log < 31 && (1u << z->window_log) < cluster_size)
+            z->window_log++;
         z->zs = ZSTD_createDCtx();
-        if (!z->zs) {
+        if (!z->zs || ZSTD_isError(ZSTD_DCtx_setParameter(z->zs, ZSTD_d_windowLogMax,
+                                                          (int)z->window_log))) {
+            ZSTD_freeDCtx(z->zs);
             free(z);
             return -ENOMEM;
         }
@@ -102,6 +120,27 @@ static int inflate_zlib(struct qcow2_inflater *z, const uint8_t *in, size_t inle
     return 0;
 }
 
+/* Why zstd refused a frame: its window (or declared size) when that is the
+ * reason, else zstd's own words. */
+static void zstd_why(const struct qcow2_inflater *z, size_t ret, const uint8_t *in,
+                     size_t inlen, size_t cap, char *why, size_t whylen)
+{
+    ZSTD_frameHeader fh;
+
+    if (ZSTD_getErrorCode(ret) != ZSTD_error_frameParameter_windowTooLarge ||
+        ZSTD_getFrameHeader(&fh, in, inlen) != 0) {
+        snprintf(why, whylen, "corrupt zstd data (%s)", ZSTD_getErrorName(ret));
+        return;
+    }
+    if (fh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN && fh.frameContentSize > cap)
+        snprintf(why, whylen, "inflates to more than the cluster size (%zu bytes): the "
+                 "zstd frame declares %llu bytes", cap, fh.frameContentSize);
+    else
+        snprintf(why, whylen, "zstd frame asks for a window larger than the cluster size "
+                 "(%llu bytes allowed): it asks for %llu bytes",
+                 1ULL << z->window_log, fh.windowSize);
+}
+
 static int inflate_zstd(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
                         uint8_t *out, size_t cap, size_t *produced, char *why,
                         size_t whylen)
@@ -116,7 +155,7 @@ static int inflate_zstd(struct qcow2_inflater *z, const uint8_t *in, size_t inle
         size_t in0 = ib.pos, out0 = ob.pos;
         ret = ZSTD_decompressStream(z->zs, &ob, &ib);
         if (ZSTD_isError(ret)) {
-            snprintf(why, whylen, "corrupt zstd data (%s)", ZSTD_getErrorName(ret));
+            zstd_why(z, ret, in, inlen, cap, why, whylen);
             *produced = ob.pos;
             return -EINVAL;
         }
@@ -196,7 +235,7 @@ struct qcow2_inflate_slot *qcow2_inflate_pool_take(struct qcow2_inflate_pool *p)
     /* the descriptor can span up to two clusters of sectors */
     s->in = malloc((size_t)p->cluster_size * 2);
     s->out = malloc(p->cluster_size);
-    if (!s->in || !s->out || qcow2_inflater_new(&s->z, p->type) < 0) {
+    if (!s->in || !s->out || qcow2_inflater_new(&s->z, p->type, p->cluster_size) < 0) {
         slot_free(s);
         return NULL;
     }

@@ -46,12 +46,9 @@ int qcow2_info(struct bd *bd, struct jval *obj)
 {
     struct qcow2 *q = to_qcow2(bd);
     const struct qcow2_header *h = &q->h;
-    struct qcow2_bitmap *bitmaps = NULL;
-    uint32_t nbitmaps = 0;
-    int r = qcow2_read_bitmaps(q, &bitmaps, &nbitmaps);
+    const struct qcow2_bitmap *bitmaps = q->bitmaps;
+    uint32_t nbitmaps = q->nbitmaps;
 
-    if (r < 0)
-        return r;
     if (q->nsnaps)
         jv_set(obj, "snapshots", snapshot_list(q));
     jv_set(obj, "cluster-size", jv_uint(h->cluster_size));
@@ -80,6 +77,5 @@ int qcow2_info(struct bd *bd, struct jval *obj)
         jv_set(data, "extended-l2", jv_bool(h->extended_l2));
     }
     jv_set(obj, "dirty-flag", jv_bool(bd->dirty));
-    qcow2_bitmaps_free(bitmaps, nbitmaps);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "formats/bd.h"
+#include "formats/metamap.h"
 #include "formats/qcow2.h"
 
 struct bfile;
@@ -27,10 +28,27 @@ enum qcow2_kind {
 struct qcow2_l2e {
     enum qcow2_kind kind;   /* the whole cluster (without extended L2) */
     uint64_t host;          /* host cluster offset, or compressed data offset */
+    bool has_host;          /* `host` names a cluster (0 is one in a data file) */
     uint32_t csize;         /* compressed: bytes the data may occupy */
     bool extended;          /* subclusters: see alloc/zero */
     uint32_t alloc, zero;   /* extended L2 bitmaps */
 };
+
+/* The host clusters a compressed entry's bytes [host, host + csize) touch:
+ * returns how many, from *first on.  The size field counts up to two
+ * clusters' worth of sectors and the data may start in any sector of a
+ * cluster, so that is 1 to QCOW2_COMPRESSED_MAX_SPAN clusters (three once
+ * clusters are 1 KiB or more: 127 sectors into a 64 KiB cluster, 256
+ * sectors long) -- never assume two. */
+#define QCOW2_COMPRESSED_MAX_SPAN 3
+static inline uint64_t qcow2_compressed_span(unsigned cluster_bits, uint64_t host,
+                                             uint32_t csize, uint64_t *first)
+{
+    *first = host >> cluster_bits;
+    if (!csize)
+        return 0;
+    return ((host + csize - 1) >> cluster_bits) - *first + 1;
+}
 
 /* Decode an L1 entry: *l2 = the L2 table offset (0 = none).  `where` is
  * the entry's file offset, for messages. */
@@ -59,7 +77,7 @@ int qcow2_l2cache_new(struct qcow2_l2cache **out, struct bfile *f, uint32_t tabl
 void qcow2_l2cache_free(struct qcow2_l2cache *c);
 
 /* Pin the table at `off` (reading it if needed; the part of a table past
- * the end of the file reads as zeros).  *slot is released with _put(). */
+ * the end of the file is an error).  *slot is released with _put(). */
 int qcow2_l2cache_get(struct qcow2_l2cache *c, uint64_t off, const uint8_t **table,
                       int *slot);
 void qcow2_l2cache_put(struct qcow2_l2cache *c, int slot);
@@ -78,7 +96,10 @@ unsigned qcow2_l2cache_slots(struct qcow2_l2cache *c);
 
 struct qcow2_inflater;
 
-int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type);
+/* An inflater for clusters of `cluster_size` bytes (zstd frames that ask
+ * for a larger window are refused). */
+int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type,
+                       uint32_t cluster_size);
 void qcow2_inflater_free(struct qcow2_inflater *z);
 
 /* Inflate one compressed cluster from `in` into `out` (`cap` bytes, the
@@ -140,6 +161,11 @@ void qcow2_snapshot_clear(struct qcow2_snapshot *sn);
 #define QCOW2_BME_EXTRA_OK (1u << 2)
 #define QCOW2_BME_TABLE_OFFSET_MASK 0x00fffffffffffe00ULL
 #define QCOW2_BME_MAX_TABLE_ENTRIES 0x8000000u   /* qemu's limit */
+#define QCOW2_BME_MAX_PHYS (512u << 20)          /* qemu: bytes of bitmap data */
+#define QCOW2_BME_TYPE_DIRTY 1
+#define QCOW2_BME_MIN_GRANULARITY_BITS 9         /* qemu's (the spec allows 0..63) */
+#define QCOW2_BME_MAX_GRANULARITY_BITS 31
+#define QCOW2_BME_MAX_NAME 1023
 
 struct qcow2_bitmap {
     uint64_t entry_offset;
@@ -152,7 +178,10 @@ struct qcow2_bitmap {
 };
 
 /* Decode the bitmap directory (`len` bytes read from h->bitmap_directory_offset)
- * into *out (h->nb_bitmaps entries, malloc'd). */
+ * into *out (h->nb_bitmaps entries, malloc'd).  Every field is checked
+ * against the spec and qemu's limits (granularity 9..31, type 1, no extra
+ * data, tables of at most 512 MiB of bitmap that cover the virtual size,
+ * unique names). */
 int qcow2_bitmaps_decode(const struct qcow2_header *h, const uint8_t *buf, size_t len,
                          struct qcow2_bitmap **out, struct diag *d, const char *path);
 void qcow2_bitmaps_free(struct qcow2_bitmap *b, uint32_t n);
@@ -177,11 +206,20 @@ struct qcow2 {
     struct qcow2_l2cache *l2;
     struct qcow2_inflate_pool inflate;
 
+    struct qcow2_bitmap *bitmaps;   /* the bitmap directory, read at open */
+    uint32_t nbitmaps;
+
     struct qcow2_snapshot *snaps;
     uint32_t nsnaps;
     uint64_t snapshots_size;        /* bytes of the snapshot table */
 
     int prealloc;                   /* qcow2_metadata_prealloc(): 0 not yet known */
+
+    /* where the metadata is (qcow2_meta.c): data pointing there is refused */
+    struct metamap meta;
+    uint64_t *l2s;                  /* L2 table offsets, sorted, unique */
+    size_t nl2s;
+    uint64_t l2s_budget;            /* bytes of l2s counted in the chain budget */
 };
 
 static inline struct qcow2 *to_qcow2(struct bd *bd)
@@ -199,6 +237,19 @@ int qcow2_read_snapshots(struct qcow2 *q);
 /* Select the snapshot named by `spec` (NAME, snapshot.name=, snapshot.id=). */
 int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
 
+/* qcow2_meta.c: the metadata map, built at open (after the snapshots and
+ * bitmaps are read); _add_l2s adds the L2 tables of the L1 table loaded
+ * now (a snapshot's); _find: a metadata range overlapping [off, off+len)
+ * of the image file (never for a data file's offsets); _refuse: the same
+ * as an error naming both ranges. */
+int qcow2_meta_build(struct qcow2 *q);
+int qcow2_meta_add_l2s(struct qcow2 *q);
+void qcow2_meta_free(struct qcow2 *q);
+bool qcow2_meta_find(const struct qcow2 *q, uint64_t off, uint64_t len,
+                     struct metarange *hit);
+int qcow2_meta_refuse(struct qcow2 *q, uint64_t host, uint64_t len, uint64_t guest,
+                      bool compressed);
+
 /* qcow2_prealloc.c: does the image look metadata-preallocated, by qemu's
  * rule (decides file holes under data clusters are reported as zeros) */
 int qcow2_metadata_prealloc(struct qcow2 *q);   /* 1, 0, or -errno */
@@ -208,14 +259,20 @@ int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t l
 int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent *e);
 int qcow2_pread(struct bd *bd, void *buf, size_t len, uint64_t off);
 
-/* qcow2_bitmap.c: read and decode the directory (none: *out NULL, *n 0) */
-int qcow2_read_bitmaps(struct qcow2 *q, struct qcow2_bitmap **out, uint32_t *n);
+/* qcow2_bitmap.c: read and decode the directory into q->bitmaps (none:
+ * NULL, 0), at open; each table must lie inside the file */
+int qcow2_read_bitmaps(struct qcow2 *q);
 
 /* qcow2_info.c */
 int qcow2_info(struct bd *bd, struct jval *obj);
 
 /* qcow2_check.c */
 int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);
+/* Before an image is changed in place by what trusts its refcounts and
+ * copied flags (resize, convert -n): check it (silently) and refuse one
+ * with corruptions or check errors; `doing` names the change in the
+ * message ("shrinking it").  Leaks are fine. */
+int qcow2_check_sound(struct qcow2 *q, const char *doing);
 
 /* qcow2_resize.c: bd_driver.resize (the image opened for writing) */
 int qcow2_resize(struct bd *bd, uint64_t new_size, bool shrink);

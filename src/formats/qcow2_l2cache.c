@@ -122,8 +122,12 @@ static int load(struct qcow2_l2cache *c, struct l2slot *s, uint64_t off)
     int r = bfile_pread_upto(c->f, s->data, c->table_size, off, &got);
     if (r < 0)
         return r;
-    /* a table cut by the end of the file: the rest reads as zeros */
-    memset(s->data + got, 0, c->table_size - got);
+    /* tables are written whole: one cut by the end of the file is a
+     * truncated image, not a table whose last entries are empty */
+    if (got < c->table_size)
+        return diag_fail(c->d, -EINVAL, c->f->path, (int64_t)off,
+                         "L2 table at offset %" PRIu64 " is cut by the end of the file (%"
+                         PRIu64 " bytes)", off, c->f->size);
     s->zero = buffer_is_zero(s->data, c->table_size);
     return 0;
 }

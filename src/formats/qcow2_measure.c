@@ -89,28 +89,34 @@ static int data_clusters(struct bd *src, uint64_t cs, uint64_t *bytes)
     return 0;
 }
 
-/* What the persistent bitmaps of a qcow2 v3 source would need. */
-static int bitmaps_size(struct bd *src, uint64_t cs, uint64_t *bytes)
+/* What the persistent bitmaps of a qcow2 v3 source would need.  Every sum
+ * is checked: the directory's bounds (granularity 9..31, at most 65535
+ * bitmaps) keep it far from 2^64, but a sum that wrapped would print a
+ * plausible wrong size. */
+static int bitmaps_size(struct bd *src, uint64_t cs, uint64_t *bytes, struct diag *d)
 {
-    struct qcow2 *q = to_qcow2(src);
-    struct qcow2_bitmap *b;
-    uint64_t dir = 0;
-    uint32_t n;
-    int r = qcow2_read_bitmaps(q, &b, &n);
+    const struct qcow2 *q = to_qcow2(src);
+    uint64_t dir = 0, total = 0;
 
     *bytes = 0;
-    if (r < 0)
-        return r;
-    for (uint32_t i = 0; i < n; i++) {
-        unsigned gb = b[i].granularity_bits;
-        uint64_t bits = gb >= 63 ? (src->size != 0) : div_up(src->size, UINT64_C(1) << gb);
-        uint64_t clusters = div_up(div_up(bits, 8), cs);
-        *bytes += clusters * cs + round_up(clusters * 8, cs);
+    for (uint32_t i = 0; i < q->nbitmaps; i++) {
+        const struct qcow2_bitmap *b = &q->bitmaps[i];
+        uint64_t bits = div_up(src->size, UINT64_C(1) << b->granularity_bits);
+        uint64_t clusters = div_up(div_up(bits, 8), cs), data, table;
+        if (__builtin_mul_overflow(clusters, cs, &data) ||
+            __builtin_mul_overflow(clusters, 8, &table) ||
+            (table = round_up(table, cs)) == 0 ||
+            __builtin_add_overflow(total, data, &total) ||
+            __builtin_add_overflow(total, table, &total))
+            return diag_fail(d, -EOVERFLOW, src->filename, -1, "the persistent bitmaps "
+                             "need more than 2^64 bytes (bitmap '%s')", b->name);
         /* directory entry: 24 fixed bytes and the name, padded to 8 */
-        dir += round_up(24 + strlen(b[i].name), 8);
+        dir += round_up(24 + strlen(b->name), 8);
     }
-    *bytes += round_up(dir, cs);
-    qcow2_bitmaps_free(b, n);
+    if (__builtin_add_overflow(total, round_up(dir, cs), &total))
+        return diag_fail(d, -EOVERFLOW, src->filename, -1, "the persistent bitmaps need "
+                         "more than 2^64 bytes");
+    *bytes = total;
     return 0;
 }
 
@@ -148,7 +154,7 @@ int qcow2_measure(struct kvopts *o, uint64_t size, struct bd *src,
     /* bitmaps only when both the source and the new image can hold them */
     if (p.version >= 3 && src && src->drv == &bd_qcow2 && to_qcow2(src)->h.version >= 3) {
         m->has_bitmaps = true;
-        if ((r = bitmaps_size(src, cs, &m->bitmaps)) < 0)
+        if ((r = bitmaps_size(src, cs, &m->bitmaps, d)) < 0)
             return r;
     }
     return 0;

@@ -343,7 +343,7 @@ int qcow2_rc_adopt_table(struct qcow2_rc *rc, struct qcow2 *q, const struct qcow
     if ((r = qcow2_rc_flush(rc)) < 0 || (r = bfile_sync(rc->f)) < 0)
         return r;
     be64_put(b, rc->table_off);
-    be32_put(b + QH_REFCOUNT_TABLE_CLUSTERS - QH_REFCOUNT_TABLE_OFFSET, rc->table_clusters);
+    be32_put(b + (QH_REFCOUNT_TABLE_CLUSTERS - QH_REFCOUNT_TABLE_OFFSET), rc->table_clusters);
     if ((r = bfile_pwrite(rc->f, b, sizeof(b), QH_REFCOUNT_TABLE_OFFSET)) < 0 ||
         (r = bfile_sync(rc->f)) < 0)
         return r;

@@ -26,6 +26,7 @@ int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t l
     uint64_t bytes = (uint64_t)loaded * 8;
     uint64_t *l1;
 
+    bd_table_return(bd, (uint64_t)q->l1_len * 8);
     free(q->l1);
     q->l1 = NULL;
     q->l1_len = 0;
@@ -37,11 +38,18 @@ int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t l
                          "L1 table (%" PRIu32 " entries at offset %" PRIu64
                          ") runs past the end of the file (%" PRIu64 " bytes)",
                          entries, offset, q->file_size);
+    /* one budget for the L1 tables (and the VMDK tables) of the whole chain */
+    int r = bd_table_budget(bd, bytes, bd->filename, "L1 tables and other tables");
+    if (r < 0)
+        return r;
     l1 = malloc(bytes);
-    if (!l1)
+    if (!l1) {
+        bd_table_return(bd, bytes);
         return diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
-    int r = bfile_pread(bd->file, l1, bytes, offset);
+    }
+    r = bfile_pread(bd->file, l1, bytes, offset);
     if (r < 0) {
+        bd_table_return(bd, bytes);
         free(l1);
         return r;
     }
@@ -56,7 +64,9 @@ int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t l
 struct run {
     enum qcow2_kind kind;
     uint64_t len;
+    bool has_host;      /* `host` is valid (offset 0 is a real one in a data file) */
     uint64_t host;      /* DATA/ZERO_ALLOC: host offset of the first byte;
+                           UNALLOC with has_host: the extended L2 cluster's;
                            COMPRESSED: the cluster's compressed data offset */
     uint32_t csize;     /* COMPRESSED */
 };
@@ -75,6 +85,7 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
     int r;
 
     p->host = 0;
+    p->has_host = false;
     p->csize = 0;
     if (l1i >= q->l1_len) {
         /* a snapshot's L1 table may be shorter than the virtual size needs */
@@ -92,6 +103,14 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
         return 0;
     }
     if (l2off != *slot_off) {
+        /* an L2 table is metadata of its own: not the L1 or refcount table,
+         * a refcount block, ... (its entries would be read as pointers) */
+        const struct metarange *m = metamap_find(&q->meta, l2off, cs);
+        if (m)
+            return diag_fail(bd->diag, -EINVAL, bd->filename, (int64_t)l2off,
+                             "L2 table at host offset %" PRIu64 " (L1 entry %" PRIu64
+                             ") overlaps the %s (host offset %" PRIu64 ", %" PRIu64
+                             " bytes)", l2off, l1i, m->what, m->off, m->len);
         qcow2_l2cache_put(q->l2, *slot);
         *slot = -1;
         *slot_off = 0;
@@ -117,15 +136,22 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
         return r;
     uint64_t in = pos - guest;
     if (d.kind == QK_COMPRESSED) {
+        /* its bytes must not be the image's own metadata */
+        if ((r = qcow2_meta_refuse(q, d.host, d.csize, guest, true)) < 0)
+            return r;
         p->kind = QK_COMPRESSED;
         p->host = d.host;
+        p->has_host = true;
         p->csize = d.csize;
         p->len = cs - in;
         return 0;
     }
     if (!d.extended) {
+        if (d.kind == QK_DATA && (r = qcow2_meta_refuse(q, d.host, cs, guest, false)) < 0)
+            return r;
         p->kind = d.kind;
-        p->host = d.kind == QK_UNALLOC ? 0 : d.host + in;
+        p->has_host = d.has_host;
+        p->host = d.has_host ? d.host + in : 0;
         p->len = cs - in;
         return 0;
     }
@@ -135,8 +161,12 @@ static int piece(struct qcow2 *q, uint64_t pos, int *slot, uint64_t *slot_off,
     p->kind = qcow2_l2e_subcluster(&d, sc);
     while (end < QCOW2_SUBCLUSTERS && qcow2_l2e_subcluster(&d, end) == p->kind)
         end++;
-    /* unallocated subclusters of an allocated cluster keep its host offset */
-    p->host = d.host ? d.host + in : 0;
+    if (p->kind == QK_DATA && (r = qcow2_meta_refuse(q, d.host, cs, guest, false)) < 0)
+        return r;
+    /* unallocated subclusters of an allocated cluster keep its host offset
+     * (in a data file, host offset 0 is guest cluster 0's) */
+    p->has_host = d.has_host;
+    p->host = d.has_host ? d.host + in : 0;
     p->len = (uint64_t)end * scs - in;
     return 0;
 }
@@ -168,8 +198,8 @@ static int map(struct qcow2 *q, uint64_t off, uint64_t len, bool one_cluster,
             if ((p.kind == QK_DATA || p.kind == QK_ZERO_ALLOC) &&
                 p.host != run->host + run->len)
                 break;
-            if (p.kind == QK_UNALLOC && (!p.host != !run->host ||
-                                         (p.host && p.host != run->host + run->len)))
+            if (p.kind == QK_UNALLOC && (p.has_host != run->has_host ||
+                                         (p.has_host && p.host != run->host + run->len)))
                 break;
             if (p.kind == QK_COMPRESSED && one_cluster)
                 break;
@@ -226,7 +256,7 @@ int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exte
     switch (run.kind) {
     case QK_UNALLOC:
         e->flags = 0;
-        if (run.host)   /* extended L2: the cluster's host offset (qemu shows it) */
+        if (run.has_host)   /* extended L2: the cluster's host offset (qemu shows it) */
             e->host_offset = (int64_t)run.host;
         break;
     case QK_ZERO:
@@ -253,11 +283,12 @@ int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exte
         e->flags = BD_ALLOCATED | BD_DATA | BD_COMPRESSED;
         break;
     }
-    /* host offsets in an external data file are not in bd->file */
-    if (e->host_offset >= 0 && q->data)
-        e->host_offset = -1;
-    else if (e->host_offset >= 0)
+    /* host offsets in an external data file are offsets in that file */
+    if (e->host_offset >= 0) {
         e->host = bd;
+        if (q->data)
+            e->host_file = q->data;
+    }
     return 0;
 }
 

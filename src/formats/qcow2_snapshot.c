@@ -112,6 +112,11 @@ int qcow2_read_snapshots(struct qcow2 *q)
 
     if (h->nb_snapshots == 0)
         return 0;
+    /* the table is kept while the image is open: the chain's budget */
+    r = bd_table_budget(bd, (uint64_t)h->nb_snapshots * sizeof(*q->snaps), bd->filename,
+                        "snapshot tables and other tables");
+    if (r < 0)
+        return r;
     q->snaps = calloc(h->nb_snapshots, sizeof(*q->snaps));
     if (!q->snaps)
         return diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
@@ -170,6 +175,10 @@ int qcow2_read_snapshots(struct qcow2 *q)
     }
     free(buf);
     q->snapshots_size = end - h->snapshots_offset;
+    /* the names and ids kept: at most the table's size */
+    if (r == 0)
+        r = bd_table_budget(bd, q->snapshots_size, bd->filename,
+                            "snapshot tables and other tables");
     return r;
 }
 
@@ -261,7 +270,7 @@ int qcow2_select_snapshot(struct qcow2 *q, const char *spec)
     if (loaded > q->h.l1_needed)
         loaded = (uint32_t)q->h.l1_needed;
     r = qcow2_load_l1(q, sn->l1_table_offset, sn->l1_size, loaded);
-    if (r < 0)
+    if (r < 0 || (r = qcow2_meta_add_l2s(q)) < 0)
         return r;
     q->snapshot = i;
     return 0;

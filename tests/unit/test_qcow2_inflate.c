@@ -50,7 +50,7 @@ static void test_type(uint8_t type)
     size_t produced, n;
     char why[200];
 
-    CHECK(qcow2_inflater_new(&z, type) == 0);
+    CHECK(qcow2_inflater_new(&z, type, CS) == 0);
     size_t (*pack)(const uint8_t *, size_t, uint8_t *, size_t) =
         type == QCOW2_COMPRESSION_ZLIB ? deflate_raw : compress_zstd;
     const char *corrupt = type == QCOW2_COMPRESSION_ZLIB ? "corrupt deflate data"
@@ -134,7 +134,58 @@ static void test_pool(void)
     qcow2_inflate_pool_give(&p, b);
     qcow2_inflate_pool_destroy(&p);
     struct qcow2_inflater *z;
-    CHECK(qcow2_inflater_new(&z, 7) == -ENOTSUP);
+    CHECK(qcow2_inflater_new(&z, 7, 4096) == -ENOTSUP);
+}
+
+/* A zstd frame made by hand: no content size, the window descriptor `wd`
+ * (exponent << 3 | mantissa: 2^(10 + e) * (1 + m/8) bytes), one RLE block
+ * of `n` bytes of 0x5a. */
+static size_t rle_frame(uint8_t *f, uint8_t wd, uint32_t n)
+{
+    uint32_t bh = 1u | (1u << 1) | (n << 3);   /* last block, RLE, size */
+    uint8_t fr[] = { 0x28, 0xb5, 0x2f, 0xfd, 0x00, wd,
+                     (uint8_t)bh, (uint8_t)(bh >> 8), (uint8_t)(bh >> 16), 0x5a };
+    memcpy(f, fr, sizeof(fr));
+    return sizeof(fr);
+}
+
+/* The window a zstd frame asks for is bounded by the cluster size: a
+ * frame asking for 128 MiB is refused before the decoder allocates it,
+ * one asking for exactly the cluster size is read. */
+static void test_zstd_window(void)
+{
+    static uint8_t frame[64], out[CS];
+    struct qcow2_inflater *z;
+    size_t produced, n;
+    char why[200];
+
+    for (uint32_t cs = 512; cs <= (2u << 20); cs *= 2) {
+        CHECK(qcow2_inflater_new(&z, QCOW2_COMPRESSION_ZSTD, cs) == 0);
+        uint32_t fill_n = cs < 4096 ? cs : 4096;
+        /* 2^27: refused, the window named */
+        n = rle_frame(frame, 17 << 3, fill_n);
+        why[0] = '\0';
+        CHECK(qcow2_inflate(z, frame, n, out, cs < CS ? cs : CS, &produced, why,
+                            sizeof(why)) == -EINVAL);
+        CHECK(strstr(why, "zstd frame asks for a window larger than the cluster size") &&
+              strstr(why, "it asks for 134217728 bytes"));
+        /* the cluster size itself (at least 1 KiB, zstd's smallest): read */
+        unsigned e = 0;
+        while ((1024u << e) < cs)
+            e++;
+        n = rle_frame(frame, (uint8_t)(e << 3), fill_n);
+        if (cs <= CS) {
+            memset(out, 0, sizeof(out));
+            CHECK(qcow2_inflate(z, frame, n, out, cs, &produced, why, sizeof(why)) == 0);
+            CHECK(produced == fill_n && out[0] == 0x5a && out[fill_n - 1] == 0x5a);
+        }
+        /* one step above it (mantissa 1: 9/8 of it): refused */
+        n = rle_frame(frame, (uint8_t)(e << 3 | 1), fill_n);
+        CHECK(qcow2_inflate(z, frame, n, out, cs < CS ? cs : CS, &produced, why,
+                            sizeof(why)) == -EINVAL);
+        CHECK(strstr(why, "window larger than the cluster size") != NULL);
+        qcow2_inflater_free(z);
+    }
 }
 
 int main(void)
@@ -142,5 +193,6 @@ int main(void)
     test_type(QCOW2_COMPRESSION_ZLIB);
     test_type(QCOW2_COMPRESSION_ZSTD);
     test_pool();
+    test_zstd_window();
     return t_done("test_qcow2_inflate");
 }

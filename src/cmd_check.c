@@ -19,7 +19,8 @@
 static const char help_text[] =
     "Usage: diskimg check [-f FMT] [--output=human|json] [-q] [-r leaks|all]\n"
     "                     [--allow-external] IMG\n"
-    "Verify the metadata of an image (qcow2: every refcount, table and flag).\n"
+    "Verify the metadata of an image (qcow2: every refcount, table and flag;\n"
+    "vmdk: every grain inside its file and clear of the metadata).\n"
     "\n"
     "  -f FMT            image format (default: probed)\n"
     "  --output=FMT      human (default) or json, with qemu-img's field names\n"
@@ -27,7 +28,8 @@ static const char help_text[] =
     "  --allow-external  follow backing/data file references outside the image's folder\n"
     "  -r leaks|all      repair (qcow2): leaks = lower refcounts that are too high;\n"
     "                    all = also raise those too low, rebuild a damaged refcount\n"
-    "                    structure and fix copied flags; then check again\n"
+    "                    structure and fix copied flags; then check again (refused,\n"
+    "                    nothing written, when not every reference can be counted)\n"
     "\n"
     "Exit status: 0 no problems (left), 2 corruptions found, 3 only leaked clusters\n"
     "found, 1 the check could not be completed, 63 the format does not support checks.\n";
@@ -71,8 +73,9 @@ static void set_nonzero(struct jval *o, const char *key, int64_t v)
         jv_set(o, key, jv_int(v));
 }
 
-/* qemu-img prints the fields in its dictionary's order; keep it. */
-static void print_json(const struct bd_check_result *r, const char *filename,
+/* qemu-img prints the fields in its dictionary's order; keep it.
+ * -ENOMEM when the tree could not be built (nothing printed). */
+static int print_json(const struct bd_check_result *r, const char *filename,
                        const char *format)
 {
     struct jval *o = jv_object();
@@ -89,9 +92,13 @@ static void print_json(const struct bd_check_result *r, const char *filename,
     jv_set(o, "filename", jv_str(filename));
     jv_set(o, "format", jv_str(format));
     set_nonzero(o, "fragmented-clusters", r->fragmented_clusters);
-    jv_print_json(stdout, o, 0);
-    putchar('\n');
+    int st = jv_status(o);
+    if (st == 0) {
+        jv_print_json(stdout, o, 0);
+        putchar('\n');
+    }
     jv_free(o);
+    return st;
 }
 
 int cmd_check(int argc, char **argv)
@@ -183,9 +190,12 @@ int cmd_check(int argc, char **argv)
         return 1;
     }
     if (!quiet) {
-        if (json)
-            print_json(&res, filename, bd->drv->name);
-        else
+        if (json && print_json(&res, filename, bd->drv->name) < 0) {
+            cli_error("%s: out of memory", filename);
+            bd_close(bd);
+            return 1;
+        }
+        if (!json)
             print_human(&res);
     }
     bd_close(bd);

@@ -26,8 +26,9 @@ static const char help_text[] =
     "  --allow-external    follow a backing file outside the image's folder\n"
     "\n"
     "Not supported for qcow2: images with persistent bitmaps or an external data\n"
-    "file, shrinking images with internal snapshots, dirty or corrupt images\n"
-    "(repair them with 'diskimg check -r all').\n"
+    "file, v2 images with internal snapshots, dirty or corrupt images\n"
+    "(repair them with 'diskimg check -r all'); a shrink, or a grow that needs a\n"
+    "new L1 table, checks the image first and refuses one with corruptions.\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 

@@ -114,7 +114,7 @@ REFT=$(peek64 bad.qcow2 48); RB=$(peek64 bad.qcow2 "$REFT")
 NCL=$(( $(stat -c %s bad.qcow2) / 65536 ))
 poke bad.qcow2 $((RB + 2 * (NCL - 1))) 0000
 cp bad.qcow2 bad2.qcow2
-expect_error "repair the image first" "$DISKIMG" resize --shrink bad.qcow2 64k
+expect_error "corruptions.*shrinking it could destroy data: repair it first" "$DISKIMG" resize --shrink bad.qcow2 64k
 cmp bad.qcow2 bad2.qcow2 || fail "damaged image changed by a refused shrink"
 
 # a grow stopped at any write (as by a crash): still an image that checks

@@ -15,7 +15,10 @@
  * refcount 0 or the refcount table itself is damaged, the whole refcount
  * structure is rebuilt from the counters (-r all; qcow2_repair.c) and the
  * old one freed; misaligned preallocated clusters become zero clusters and
- * copied flags are set right.  The writes are in qcow2_repair.c.
+ * copied flags are set right.  The writes are in qcow2_repair.c.  A repair
+ * is only as good as its count, so the image is counted once before it
+ * (silently, writing nothing) and a count that met errors -- a reference
+ * missed makes a used cluster look free -- refuses the repair.
  *
  * Memory: one 16-bit counter per host cluster of the file (the check
  * refuses files of more than QCOW2_CHECK_MAX_CLUSTERS clusters) plus one
@@ -24,6 +27,8 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +40,36 @@
 #include "formats/qcow2_check_int.h"
 
 #define L1_CHUNK 8192                          /* L1 entries read at a time */
+
+void qcow2_chk_warn(struct chk *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    size_t k, nk = sizeof(c->warned) / sizeof(c->warned[0]);
+
+    /* kinds by their format string; the last slot takes what is left */
+    for (k = 0; k < nk - 1 && c->warned[k].fmt && c->warned[k].fmt != fmt; k++)
+        ;
+    c->warned[k].fmt = fmt;
+    if (++c->warned[k].n > QCOW2_CHECK_MAX_WARNINGS) {
+        c->dropped++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    diag_warn(c->q->bd.diag, c->q->bd.filename, -1, "%s", msg);
+}
+
+/* After the walk: say how many lines were not printed. */
+static void warn_dropped(struct chk *c)
+{
+    if (c->dropped)
+        diag_warn(c->q->bd.diag, c->q->bd.filename, -1, "(%" PRIu64 " more problem "
+                  "lines like the above not shown)", c->dropped);
+    memset(c->warned, 0, sizeof(c->warned));
+    c->dropped = 0;
+}
 
 int qcow2_chk_grow(struct chk *c, uint64_t n)
 {
@@ -60,17 +95,30 @@ int qcow2_chk_grow(struct chk *c, uint64_t n)
     return 0;
 }
 
-/* Count one more L2 table to visit; false (and an error recorded) once the
- * check has visited QCOW2_CHECK_MAX_VISITS entries. */
-static bool visit(struct chk *c)
+/* Count `n` more L1 or L2 table entries to visit; false (and an error recorded) once the check has visited
+ * QCOW2_CHECK_MAX_VISITS in all.  Tables are walked only where they lie
+ * inside the file, so what is left is a small file whose tables all name
+ * the same clusters: without the bound the 4M-entry L1 tables of its 65536
+ * snapshots (or their L2 tables) would make the check walk 2^38 entries. */
+static bool visit(struct chk *c, uint64_t n)
 {
-    c->visits += c->h->l2_entries;
+    c->visits += n;
     if (c->visits <= QCOW2_CHECK_MAX_VISITS)
         return true;
     diag_fail(c->q->bd.diag, -EFBIG, c->q->bd.filename, -1,
-              "the L1 tables name L2 tables with more than %llu entries in all (one "
+              "the image's tables name more than %llu table entries in all (one "
               "table named many times?); not checked", QCOW2_CHECK_MAX_VISITS);
     return false;
+}
+
+/* The entries of a table of `n` entries at `off` that lie inside the file
+ * (those past its end read as zeros, which name nothing: not walked). */
+static uint64_t in_file(const struct chk *c, uint64_t off, uint64_t n)
+{
+    if (off >= c->file_size)
+        return 0;
+    uint64_t room = (c->file_size - off) / 8;
+    return n < room ? n : room;
 }
 
 /* Read up to len bytes at off; past the end of the file reads as zeros
@@ -88,6 +136,21 @@ static int read_zero_fill(struct chk *c, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+static void mark_data(struct chk *c, uint64_t off, uint64_t size)
+{
+    if (!size || off > UINT64_MAX - size)
+        return;
+    for (uint64_t k = off / c->cs; k <= (off + size - 1) / c->cs; k++)
+        if (k <= QCOW2_CHECK_MAX_CLUSTERS)
+            c->data_bits[k / 64] |= 1ull << (k % 64);
+}
+
+bool qcow2_chk_data_at(const struct chk *c, uint64_t off)
+{
+    uint64_t k = off / c->cs;
+    return k <= QCOW2_CHECK_MAX_CLUSTERS && (c->data_bits[k / 64] >> (k % 64) & 1);
+}
+
 /* Count one reference to every cluster of [off, off+size). */
 static void inc_refs(struct chk *c, uint64_t off, uint64_t size)
 {
@@ -99,6 +162,20 @@ static void inc_refs(struct chk *c, uint64_t off, uint64_t size)
         WARN(c, "ERROR: counting reference for region exceeding the end of the file by "
              "one cluster or more: offset 0x%" PRIx64 " size 0x%" PRIx64, off, size);
         c->res->corruptions++;
+        /* not counted, but kept clear of (beyond the counters a rebuild can
+         * ever have, nothing is placed anyway) */
+        uint64_t lo = off / c->cs, limit = QCOW2_CHECK_MAX_CLUSTERS + 1;
+        uint64_t hi = off > UINT64_MAX - size ? limit : (off + size - 1) / c->cs + 1;
+        if (lo < limit) {
+            hi = hi < limit ? hi : limit;
+            if (c->taken_hi == c->taken_lo) {
+                c->taken_lo = lo;
+                c->taken_hi = hi;
+            } else {
+                c->taken_lo = lo < c->taken_lo ? lo : c->taken_lo;
+                c->taken_hi = hi > c->taken_hi ? hi : c->taken_hi;
+            }
+        }
         return;
     }
     for (uint64_t k = off / c->cs; k <= (off + size - 1) / c->cs; k++) {
@@ -117,6 +194,55 @@ static void inc_refs(struct chk *c, uint64_t off, uint64_t size)
     }
 }
 
+static uint64_t stored_refcount(struct chk *c, uint64_t k, bool *ok);
+
+/* A data cluster (or compressed data) at [host, host+len) that overlaps the
+ * image's metadata: kept for report_overlaps().  Past the first
+ * QCOW2_CHECK_MAX_OVERLAPS, each is a corruption at once. */
+static void note_overlap(struct chk *c, uint64_t host, uint64_t len)
+{
+    struct metarange m;
+
+    if (!qcow2_meta_find(c->q, host, len, &m))
+        return;
+    if (c->novl == c->ovl_cap && c->ovl_cap < QCOW2_CHECK_MAX_OVERLAPS) {
+        size_t cap = c->ovl_cap ? c->ovl_cap * 2 : 16;
+        struct chk_overlap *n = realloc(c->ovl, cap * sizeof(*n));
+        if (n) {
+            c->ovl = n;
+            c->ovl_cap = cap;
+        }
+    }
+    if (c->novl < c->ovl_cap) {
+        c->ovl[c->novl++] = (struct chk_overlap){ host, len, m };
+        return;
+    }
+    WARN(c, "ERROR data at host offset 0x%" PRIx64 " (0x%" PRIx64 " bytes) overlaps the %s "
+         "at 0x%" PRIx64, host, len, m.what, m.off);
+    c->res->corruptions++;
+}
+
+/* Data over metadata makes the metadata's cluster counted twice, which the
+ * recount reports as a refcount too low -- unless the image says 2 there
+ * (and clears the copied flags to match): then only this says it. */
+static void report_overlaps(struct chk *c)
+{
+    for (size_t i = 0; i < c->novl; i++) {
+        const struct chk_overlap *o = &c->ovl[i];
+        uint64_t first = o->host > o->m.off ? o->host : o->m.off;
+        uint64_t k = first / c->cs;
+        bool ok;
+        uint64_t stored = stored_refcount(c, k, &ok);
+        if (ok && k < c->n && stored < c->refs[k])
+            continue;   /* reported as "ERROR cluster k refcount=..." */
+        WARN(c, "ERROR data at host offset 0x%" PRIx64 " (0x%" PRIx64 " bytes) overlaps the "
+             "%s at 0x%" PRIx64 " (0x%" PRIx64 " bytes)", o->host, o->len, o->m.what,
+             o->m.off, o->m.len);
+        c->res->corruptions++;
+    }
+    c->novl = 0;
+}
+
 static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
 {
     const struct qcow2_header *h = c->h;
@@ -126,6 +252,15 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
         WARN(c, "ERROR: I/O error in check_refcounts_l2");
         c->res->check_errors++;
         return;
+    }
+    /* a table visited again: as if the fixes of the first visit were
+     * written (as qemu writes them at once) */
+    const struct chk_fix_table *ft = qcow2_repair_fixes_of(c, l2_off);
+    for (size_t i = 0; ft && i < ft->n; i++) {
+        const struct chk_fix *f = &c->fixes[ft->first + i];
+        be64_put(c->buf + (f->where - l2_off), f->e);
+        if (h->extended_l2)
+            be64_put(c->buf + (f->where - l2_off) + 8, f->bitmap);
     }
     /* as qemu counts it: contiguity within one L2 table */
     c->next_contiguous = 0;
@@ -155,6 +290,8 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
                 c->res->corruptions++;
             }
             inc_refs(c, host, nsec * 512 - (host & 511));
+            note_overlap(c, host, nsec * 512 - (host & 511));
+            mark_data(c, host, nsec * 512 - (host & 511));
             if (frag) {
                 c->res->allocated_clusters++;
                 c->res->compressed_clusters++;
@@ -188,25 +325,25 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
         }
         if (host & (c->cs - 1)) {
             bool holds_data = h->extended_l2 ? alloc != 0 : !zero_flag;
-            bool fix = !holds_data && (c->fix & BD_CHECK_FIX_ERRORS);
+            /* (not in a table that is also guest data: the guest would read
+             * other bytes; the count before a repair knows them all) */
+            bool fix = !holds_data && (c->fix & BD_CHECK_FIX_ERRORS) &&
+                       !qcow2_chk_data_at(c, l2_off);
             WARN(c, "%s offset=%" PRIx64 ": %s cluster is not properly aligned; "
                  "L2 entry corrupted.", fix ? "Repairing" : "ERROR", host,
                  holds_data ? "Data" : "Preallocated");
             c->res->corruptions++;
+            /* a preallocated zero cluster can simply become a zero cluster
+             * (written after the count: qcow2_repair_commit) */
             if (fix) {
-                /* a preallocated zero cluster can simply become a zero cluster */
-                uint8_t *w = c->buf + (size_t)j * h->l2_entry_bytes;
-                if (h->extended_l2) {
-                    be64_put(w, 0);
-                    be64_put(w + 8, (uint64_t)zero << 32);
-                } else {
-                    be64_put(w, QCOW2_L2_ZERO);
-                }
-                if (qcow2_repair_l2_entry(c, l2_off, j) == 0) {
-                    c->res->corruptions--;
-                    c->res->corruptions_fixed++;
+                uint64_t where = l2_off + (uint64_t)j * h->l2_entry_bytes;
+                int r = h->extended_l2
+                        ? qcow2_repair_add_fix(c, l2_off, where, 0, (uint64_t)zero << 32)
+                        : qcow2_repair_add_fix(c, l2_off, where, QCOW2_L2_ZERO, 0);
+                if (r == 0)
                     continue;   /* the cluster is not used any more */
-                }
+                WARN(c, "ERROR: out of memory");
+                c->res->check_errors++;
             }
         }
         if (frag) {
@@ -215,23 +352,34 @@ static void check_l2(struct chk *c, uint64_t l2_off, bool frag)
                 c->res->fragmented_clusters++;
             c->next_contiguous = host + c->cs;
         }
-        if (!data_file)
+        if (!data_file) {
             inc_refs(c, host, c->cs);
+            note_overlap(c, host, c->cs);
+            mark_data(c, host, c->cs);
+        }
     }
 }
 
 /* References of one L1 table and everything under it. */
 static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
 {
+    uint32_t walk = (uint32_t)in_file(c, l1_off, l1_size);
     uint8_t *chunk;
     int r = 0;
 
     inc_refs(c, l1_off, (uint64_t)l1_size * 8);
+    if (!walk)
+        return 0;
     chunk = malloc(L1_CHUNK * 8);
     if (!chunk)
         return diag_fail(c->q->bd.diag, -ENOMEM, c->q->bd.filename, -1, "out of memory");
-    for (uint32_t base = 0; base < l1_size && r == 0; base += L1_CHUNK) {
-        uint32_t n = l1_size - base < L1_CHUNK ? l1_size - base : L1_CHUNK;
+    for (uint32_t base = 0; base < walk && r == 0; base += L1_CHUNK) {
+        uint32_t n = walk - base < L1_CHUNK ? walk - base : L1_CHUNK;
+        if (!visit(c, n)) {
+            c->res->check_errors++;
+            r = -EFBIG;
+            break;
+        }
         if (read_zero_fill(c, chunk, (size_t)n * 8, l1_off + (uint64_t)base * 8) < 0) {
             WARN(c, "ERROR: I/O error in check_refcounts_l1");
             c->res->check_errors++;
@@ -256,7 +404,7 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
             }
             if (l2 >= c->file_size)
                 continue;   /* counted above as past the end; nothing to read */
-            if (!visit(c)) {
+            if (!visit(c, c->h->l2_entries)) {
                 c->res->check_errors++;
                 r = -EFBIG;
                 break;
@@ -268,20 +416,31 @@ static int check_l1(struct chk *c, uint64_t l1_off, uint32_t l1_size, bool frag)
     return r;
 }
 
+/* Bitmap tables lie inside the file (open checks it) and, in an image
+ * qemu wrote, apart: together they are no larger than the file.  Tables
+ * that are (many bitmaps naming one table) are reported, not walked, so
+ * that the walk is bounded by the file. */
 static int check_bitmaps(struct chk *c)
 {
-    struct qcow2_bitmap *b;
-    uint32_t n;
-    int r = qcow2_read_bitmaps(c->q, &b, &n);
+    const struct qcow2_bitmap *b = c->q->bitmaps;
+    uint32_t n = c->q->nbitmaps;
+    uint64_t walked = 0;
 
-    if (r < 0)
-        return r;
     if (n)
         inc_refs(c, c->h->bitmap_directory_offset, c->h->bitmap_directory_size);
     for (uint32_t i = 0; i < n; i++) {
-        inc_refs(c, b[i].table_offset, (uint64_t)b[i].table_size * 8);
-        for (uint64_t base = 0; base < b[i].table_size; base += c->cs / 8) {
-            uint64_t cnt = b[i].table_size - base;
+        uint64_t entries = b[i].table_size;
+        inc_refs(c, b[i].table_offset, entries * 8);
+        walked += entries * 8;
+        if (walked > c->file_size) {
+            WARN(c, "ERROR bitmap tables overlap: bitmap %" PRIu32 " (%s) brings them to "
+                 "%" PRIu64 " bytes in a file of %" PRIu64 "; the rest are not checked",
+                 i, b[i].name, walked, c->file_size);
+            c->res->corruptions++;
+            return 0;
+        }
+        for (uint64_t base = 0; base < entries; base += c->cs / 8) {
+            uint64_t cnt = entries - base;
             if (cnt > c->cs / 8)
                 cnt = c->cs / 8;
             if (read_zero_fill(c, c->buf, cnt * 8, b[i].table_offset + base * 8) < 0) {
@@ -295,7 +454,6 @@ static int check_bitmaps(struct chk *c)
             }
         }
     }
-    qcow2_bitmaps_free(b, n);
     return 0;
 }
 
@@ -354,20 +512,33 @@ static int read_refcount_table(struct chk *c)
 
 /* A refcount block past the end of the file: with -r all, make the file
  * reach it (it reads as zeros, so its clusters are rebuilt later), as qemu
- * does.  Returns true when the file was extended. */
+ * does -- within QCOW2_REPAIR_MAX_GROWTH clusters.  The count goes on as if
+ * the file were that long; qcow2_repair_commit() extends it.  Returns true
+ * when the file is to be extended. */
 static bool extend_to_block(struct chk *c, uint64_t i, uint64_t off)
 {
-    uint64_t size = off + c->cs;
-    int r = -EFBIG;
+    int r = 0;
 
     WARN(c, "Repairing refcount block %" PRIu64 " is outside image", i);
-    if (size / c->cs <= QCOW2_CHECK_MAX_CLUSTERS)
-        r = qcow2_repair_extend(c, size);
-    if (r == 0)
-        r = qcow2_chk_grow(c, (c->file_size + c->cs - 1) / c->cs);
+    /* off + cs must neither wrap (to a size that would cut the file) nor
+     * pass what a file offset holds: qemu's test and message */
+    if (off > (uint64_t)INT64_MAX - c->cs)
+        r = -EINVAL;
+    else if (off / c->cs + 1 > QCOW2_CHECK_MAX_CLUSTERS ||
+             off / c->cs + 1 - c->first_clusters > QCOW2_REPAIR_MAX_GROWTH)
+        r = -EFBIG;
+    else if (c->q->bd.file->kind != BFILE_REGULAR)
+        r = -ENOTSUP;
+    /* nor over clusters that references left out of the count name: they
+     * would read as zeros where they failed (qemu makes them so) */
+    else if (off / c->cs + 1 > c->taken_lo && c->nb_clusters < c->taken_hi)
+        r = -ENOSPC;
+    else if ((r = qcow2_chk_grow(c, off / c->cs + 1)) == 0)
+        c->extend_to = c->file_size = off + c->cs;
     if (r < 0) {
         c->rebuild = true;
-        WARN(c, "ERROR could not resize image: %s", strerror(-r));
+        WARN(c, "ERROR could not resize image: %s", r == -ENOSPC ? "the file would "
+             "grow over clusters the image names past its end" : strerror(-r));
         return false;
     }
     c->nb_clusters = (c->file_size + c->cs - 1) / c->cs;
@@ -394,7 +565,8 @@ static void check_refblocks(struct chk *c)
         }
         if (off / c->cs >= c->n) {
             c->res->corruptions++;
-            if (!(c->fix & BD_CHECK_FIX_ERRORS)) {
+            /* (only on a complete count: the repair is refused otherwise) */
+            if (!(c->fix & BD_CHECK_FIX_ERRORS) || c->res->check_errors) {
                 WARN(c, "ERROR refcount block %" PRIu64 " is outside image", i);
                 continue;
             }
@@ -430,6 +602,7 @@ static void compare_refcounts(struct chk *c, unsigned fix, int64_t *highest)
         if (!ok) {
             WARN(c, "Can't get refcount for cluster %" PRIu64 ": Input/output error", k);
             c->res->check_errors++;
+            c->unread_refcounts++;
             continue;
         }
         uint64_t counted = c->refs[k];
@@ -525,16 +698,19 @@ static int check_copied(struct chk *c)
                            h->l1_table_offset + (uint64_t)base * 8);
         for (uint32_t i = 0; i < n && r == 0; i++) {
             uint64_t e = be64_get(chunk + (size_t)i * 8), l2 = e & QCOW2_L1_OFFSET_MASK;
+            /* (not into an L1 table that guest data also uses) */
+            bool repair_l1 = repair && !qcow2_chk_data_at(c, h->l1_table_offset +
+                                                                (uint64_t)(base + i) * 8);
             bool ok;
             if (!l2 || (l2 & (c->cs - 1)))
                 continue;
             uint64_t rc = stored_refcount(c, l2 / c->cs, &ok);
             if (ok && (rc == 1) != ((e & QCOW2_L1_COPIED) != 0)) {
                 WARN(c, "%s OFLAG_COPIED L2 cluster: l1_index=%" PRIu32 " l1_entry=%"
-                     PRIx64 " refcount=%" PRIu64, repair ? "Repairing" : "ERROR",
+                     PRIx64 " refcount=%" PRIu64, repair_l1 ? "Repairing" : "ERROR",
                      base + i, e, rc);
                 c->res->corruptions++;
-                if (repair) {
+                if (repair_l1) {
                     uint64_t ne = rc == 1 ? e | QCOW2_L1_COPIED : e & ~QCOW2_L1_COPIED;
                     if ((r = qcow2_repair_l1_entry(c, base + i, ne)) < 0) {
                         c->res->check_errors++;
@@ -545,12 +721,12 @@ static int check_copied(struct chk *c)
                 }
             }
             if (l2 < c->file_size) {
-                if (!visit(c)) {
+                if (!visit(c, h->l2_entries)) {
                     c->res->check_errors++;
                     r = -EFBIG;
                     break;
                 }
-                r = check_copied_l2(c, l2, repair);
+                r = check_copied_l2(c, l2, repair && !qcow2_chk_data_at(c, l2));
             }
         }
     }
@@ -565,6 +741,7 @@ static int calculate(struct chk *c)
     const struct qcow2_header *h = c->h;
     int r;
 
+    c->novl = 0;
     inc_refs(c, 0, c->cs);  /* header */
     if ((r = check_l1(c, h->l1_table_offset, h->l1_size, true)) < 0)
         return r;
@@ -611,15 +788,30 @@ static int calculate(struct chk *c)
  * a new refcount structure, then the old one is a leak to fix. */
 static int rebuild(struct chk *c, unsigned fix)
 {
-    struct bd_check_result *res = c->res, old = *res;
+    struct bd_check_result *res = c->res, old;
+    struct qcow2_rebuild *rb;
     int64_t fresh = 0, highest;
     int r;
 
     WARN(c, "Rebuilding refcount structure");
-    if ((r = qcow2_rebuild_refcounts(c)) < 0) {
+    /* placed first: a structure that cannot be placed refuses the repair
+     * before anything is written */
+    if ((r = qcow2_rebuild_plan(c, &rb)) < 0) {
         res->check_errors++;
         return r;
     }
+    if ((r = qcow2_repair_commit(c, NULL)) == 0)
+        r = qcow2_rebuild_write(c, rb);
+    qcow2_rebuild_free(rb);
+    if (r < 0) {
+        res->check_errors++;
+        return r;
+    }
+    /* the refcounts that could not be read are gone with the old structure
+     * (qemu still counts them, and leaves the image marked dirty) */
+    res->check_errors -= c->unread_refcounts;
+    c->unread_refcounts = 0;
+    old = *res;
     res->corruptions = res->leaks = 0;
     /* count again against the new structure (the block statistics of the
      * first count stand) */
@@ -627,7 +819,7 @@ static int rebuild(struct chk *c, unsigned fix)
     c->fix = 0;
     memset(c->refs, 0, c->n * sizeof(*c->refs));
     int64_t alloc = res->allocated_clusters, frag = res->fragmented_clusters;
-    int64_t comp = res->compressed_clusters;
+    int64_t comp = res->compressed_clusters, errors = res->check_errors;
     r = calculate(c);
     res->allocated_clusters = alloc;
     res->fragmented_clusters = frag;
@@ -635,7 +827,8 @@ static int rebuild(struct chk *c, unsigned fix)
     c->fix = fix;
     if (r < 0)
         return r;
-    if (fix & BD_CHECK_FIX_LEAKS) {
+    /* (a count that missed references would free used clusters) */
+    if ((fix & BD_CHECK_FIX_LEAKS) && res->check_errors == errors) {
         /* the old structure is leaked now: free it; only leaks that cannot
          * be fixed count */
         struct bd_check_result saved = *res;
@@ -654,9 +847,31 @@ static int rebuild(struct chk *c, unsigned fix)
     return 0;
 }
 
-int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
+/* A repair that cannot trust its count: refused, with the first error the
+ * count met in the message (`why`, else the one recorded now). */
+static int refuse_incomplete(struct qcow2 *q, struct bd_check_result *res, const char *why)
 {
-    struct qcow2 *q = to_qcow2(bd);
+    struct diag *d = q->bd.diag;
+    char cause[sizeof(d->what)] = "";
+
+    snprintf(cause, sizeof(cause), "%s", why && *why ? why : d->err ? d->what : "");
+    diag_clear(d);
+    if (!res->check_errors)
+        res->check_errors = 1;
+    return diag_fail(d, -EIO, q->bd.filename, -1, "not repaired: the check could not "
+                     "count every reference to the image's clusters%s%s%s, and a repair "
+                     "built on that count could overwrite data; nothing was changed",
+                     *cause ? " (" : "", cause, *cause ? ")" : "");
+}
+
+/* The check, and with `fix` the repair; `count_only`: stop after the count
+ * (res->check_errors says whether it is complete).  `bits`: the clusters
+ * guest data uses (struct chk's data_bits) are taken from *bits if it is
+ * set (the count before a repair found them all), and left there. */
+static int run(struct qcow2 *q, struct bd_check_result *res, unsigned fix, bool count_only,
+               uint64_t **bits)
+{
+    struct bd *bd = &q->bd;
     struct qcow2_header *h = &q->h;
     struct chk c = { .q = q, .h = h, .res = res, .fix = fix };
     int64_t highest = 0;
@@ -671,7 +886,7 @@ int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
                          "check works on the image, not on a snapshot view");
     c.cs = h->cluster_size;
     c.file_size = q->file_size;
-    c.nb_clusters = (c.file_size + c.cs - 1) / c.cs;
+    c.nb_clusters = c.first_clusters = (c.file_size + c.cs - 1) / c.cs;
     if (c.nb_clusters > QCOW2_CHECK_MAX_CLUSTERS) {
         res->check_errors++;
         return diag_fail(bd->diag, -EFBIG, bd->filename, -1,
@@ -682,15 +897,22 @@ int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
                                        : (uint16_t)((1u << h->refcount_bits) - 1);
     c.buf = malloc(c.cs);
     c.rblock = malloc(c.cs);
-    if (!c.buf || !c.rblock || qcow2_chk_grow(&c, c.nb_clusters + 1) < 0) {
+    c.data_bits = bits && *bits ? *bits
+                : calloc(QCOW2_CHECK_MAX_CLUSTERS / 64 + 1, sizeof(*c.data_bits));
+    if (!c.buf || !c.rblock || !c.data_bits || qcow2_chk_grow(&c, c.nb_clusters + 1) < 0) {
         r = diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
         goto out;
     }
     c.n = c.nb_clusters;
     res->total_clusters = (int64_t)((bd->size + c.cs - 1) / c.cs);
 
-    if ((r = calculate(&c)) < 0)
+    if ((r = calculate(&c)) < 0 || count_only)
         goto out;
+    /* a read that failed only now (qcow2_check counted once before) */
+    if (fix && res->check_errors) {
+        r = refuse_incomplete(q, res, NULL);
+        goto out;
+    }
     struct bd_check_result pre = *res;
     compare_refcounts(&c, 0, &highest);
     if (c.rebuild && (fix & BD_CHECK_FIX_ERRORS)) {
@@ -704,16 +926,20 @@ int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
                           "be rebuilt to repair this image (use -r all)");
             goto out;
         }
+        if ((r = qcow2_repair_commit(&c, &pre)) < 0)
+            goto out;
         if (res->leaks || res->corruptions) {
             *res = pre;
             compare_refcounts(&c, fix, &highest);
         }
     }
+    report_overlaps(&c);
     if ((r = check_copied(&c)) < 0)
         goto out;
     res->image_end_offset = (highest + 1) * (int64_t)c.cs;
     r = 0;
 out:
+    warn_dropped(&c);
     if (fix) {
         int e = qcow2_repair_end(&c, r == 0 && !res->check_errors && !res->corruptions);
         if (r == 0 && e < 0) {
@@ -721,9 +947,71 @@ out:
             r = e;
         }
     }
+    free(c.ovl);
     free(c.refs);
     free(c.buf);
     free(c.rblock);
     free(c.reft);
+    free(c.fixes);
+    free(c.ftab);
+    if (bits)
+        *bits = c.data_bits;
+    else
+        free(c.data_bits);
     return r;
+}
+
+int qcow2_check_sound(struct qcow2 *q, const char *doing)
+{
+    struct diag *d = q->bd.diag;
+    struct bd_check_result cr;
+
+    /* the findings are counted, not printed one by one: the refusal says
+     * how many, and `diskimg check` lists them */
+    void (*warn)(void *, const char *, int64_t, const char *) = d->warn;
+    d->warn = NULL;
+    memset(&cr, 0, sizeof(cr));
+    int r = run(q, &cr, 0, false, NULL);
+    d->warn = warn;
+    if (r < 0)
+        return r;
+    if (cr.corruptions || cr.check_errors)
+        return diag_fail(d, -EINVAL, q->bd.filename, -1, "the image has %" PRId64
+                         " corruptions and %" PRId64 " check errors; %s could destroy "
+                         "data: repair it first with 'diskimg check -r all'",
+                         cr.corruptions, cr.check_errors, doing);
+    return 0;
+}
+
+int qcow2_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
+{
+    struct qcow2 *q = to_qcow2(bd);
+    struct diag *d = bd->diag;
+    struct bd_check_result dry;
+
+    if (!fix || !bd->file->writable || q->snapshot >= 0)
+        return run(q, res, fix, false, NULL);
+    /* A repair trusts the count: a reference it missed (an L2 table it
+     * could not read, a counter it could not grow) makes a used cluster
+     * look free, and lowering its "leak" or rebuilding the refcounts over
+     * it destroys data.  So the image is counted first, silently and
+     * without writing; a count with errors refuses the repair before
+     * anything changes (after a check without -r, to say what is wrong). */
+    void (*warn)(void *, const char *, int64_t, const char *) = d->warn;
+    d->warn = NULL;
+    memset(&dry, 0, sizeof(dry));
+    uint64_t *bits = NULL;
+    int r = run(q, &dry, 0, true, &bits);
+    d->warn = warn;
+    if (r == 0 && !dry.check_errors) {
+        r = run(q, res, fix, false, &bits);
+        free(bits);
+        return r;
+    }
+    free(bits);
+    char why[sizeof(d->what)];
+    snprintf(why, sizeof(why), "%s", d->err ? d->what : "");
+    diag_clear(d);
+    (void)run(q, res, 0, false, NULL);
+    return refuse_incomplete(q, res, why);
 }

@@ -689,30 +689,15 @@ static int refuse(struct qcow2ip *w, uint64_t src_size)
 /* Nothing may be overwritten in place unless the metadata is sound. */
 static int verify(struct qcow2ip *w)
 {
-    struct bd_check_result cr;
-    int r;
-
-    memset(&cr, 0, sizeof(cr));
-    /* check's findings are counted here, not printed one by one: the
-     * refusal says how many, and `diskimg check` lists them */
-    struct diag *d = w->bd.diag;
-    void (*warn)(void *, const char *, int64_t, const char *) = d->warn;
-    d->warn = NULL;
-    r = qcow2_check(w->img, &cr, 0);
-    d->warn = warn;
-    if (r < 0)
-        return r;
-    if (cr.corruptions || cr.check_errors)
-        return FAIL(w, -EINVAL, "the image has %" PRId64 " corruptions and %" PRId64
-                    " check errors; writing into it could destroy data: repair it first "
-                    "with 'diskimg check -r all'", cr.corruptions, cr.check_errors);
-    return 0;
+    return qcow2_check_sound(w->q, "writing into it");
 }
 
 int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                  struct diag *d)
 {
-    struct bd_open_opts oo = { .format = "qcow2", .writable = true, .allow_external = true,
+    /* the target's references obey the folder rule as an input's do */
+    struct bd_open_opts oo = { .format = "qcow2", .writable = true,
+                               .allow_external = o->allow_external,
                                .no_external_files = o->no_external_files,
                                .no_backing = o->no_external_files };
     struct qcow2ip *w;

@@ -7,6 +7,9 @@
  * synced; then the header takes the new size, L1 table (and refcount
  * table) in one write and is synced; only then are the old tables freed.
  * A crash leaves the old image or the new one, plus leaked clusters.
+ * The new range reads as zeros: L2 entries an image holds past its end
+ * are dropped first and the tail of its last cluster zeroed (a tail that
+ * cannot be, in a compressed or shared cluster, refuses the grow).
  *
  * Shrinking (qemu-img resize --shrink): every cluster past the new end
  * (rounded up to a cluster) is dropped from its L2 table, the table is
@@ -16,9 +19,10 @@
  * freed; the tail of a
  * plain data cluster cut by the new end is zeroed (qemu leaves those bytes,
  * which would reappear if the image grew again); the file is cut after the
- * last cluster in use; the header takes the new size last.  Refcounts are
- * verified before a table is written, so a damaged image is refused
- * before anything changes.
+ * last cluster in use; the header takes the new size last.  Both trust
+ * the refcounts, so the image is checked first (qcow2_check_sound, as
+ * convert -n does) and one with corruptions is refused before anything
+ * changes; the refcounts of what is freed are verified again as it goes.
  *
  * Refused: images with external data files, persistent bitmaps (their
  * size is tied to the disk's), dirty or corrupt images (check -r first),
@@ -119,12 +123,12 @@ static int write_header(struct qcow2 *q, uint64_t size, uint32_t l1_size, uint64
     uint8_t b[QH_REFCOUNT_TABLE_CLUSTERS + 4 - QH_SIZE];
     int r;
 
-    be64_put(b + QH_SIZE - QH_SIZE, size);
-    be32_put(b + QH_CRYPT_METHOD - QH_SIZE, h->crypt_method);
-    be32_put(b + QH_L1_SIZE - QH_SIZE, l1_size);
-    be64_put(b + QH_L1_TABLE_OFFSET - QH_SIZE, l1_off);
-    be64_put(b + QH_REFCOUNT_TABLE_OFFSET - QH_SIZE, reft_off);
-    be32_put(b + QH_REFCOUNT_TABLE_CLUSTERS - QH_SIZE, reft_clusters);
+    be64_put(b + (QH_SIZE - QH_SIZE), size);
+    be32_put(b + (QH_CRYPT_METHOD - QH_SIZE), h->crypt_method);
+    be32_put(b + (QH_L1_SIZE - QH_SIZE), l1_size);
+    be64_put(b + (QH_L1_TABLE_OFFSET - QH_SIZE), l1_off);
+    be64_put(b + (QH_REFCOUNT_TABLE_OFFSET - QH_SIZE), reft_off);
+    be32_put(b + (QH_REFCOUNT_TABLE_CLUSTERS - QH_SIZE), reft_clusters);
     if ((r = bfile_pwrite(q->bd.file, b, sizeof(b), QH_SIZE)) < 0 ||
         (r = bfile_sync(q->bd.file)) < 0)
         return r;
@@ -185,6 +189,27 @@ out:
 
 /* ---- shrinking ---------------------------------------------------------------- */
 
+/* Clusters losing a reference, one entry per reference.  Grown as
+ * entries are found, never sized in advance from what an entry may span. */
+struct frees {
+    uint64_t *c;
+    size_t n, cap;
+};
+
+static int add_free(struct qcow2 *q, struct frees *f, uint64_t cluster)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 256;
+        uint64_t *c = realloc(f->c, cap * sizeof(*c));
+        if (!c)
+            return FAIL(q, -ENOMEM, "out of memory");
+        f->c = c;
+        f->cap = cap;
+    }
+    f->c[f->n++] = cluster;
+    return 0;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -193,11 +218,14 @@ static int cmp_u64(const void *a, const void *b)
 
 /* Lower the refcount of every cluster in `c` (n entries, sorted in place)
  * by how often it appears -- after checking that none would go below 0. */
-static int free_clusters(struct qcow2 *q, struct qcow2_rc *rc, uint64_t *c, size_t n)
+static int free_clusters(struct qcow2 *q, struct qcow2_rc *rc, struct frees *f)
 {
+    uint64_t *c = f->c;
+    size_t n = f->n;
     int r;
 
-    qsort(c, n, sizeof(*c), cmp_u64);
+    if (n)
+        qsort(c, n, sizeof(*c), cmp_u64);     /* (c is NULL when nothing was added) */
     for (size_t i = 0; i < n;) {
         size_t j = i;
         uint64_t v;
@@ -216,10 +244,10 @@ static int free_clusters(struct qcow2 *q, struct qcow2_rc *rc, uint64_t *c, size
     return 0;
 }
 
-static int apply_frees(struct qcow2_rc *rc, const uint64_t *c, size_t n)
+static int apply_frees(struct qcow2_rc *rc, const struct frees *f)
 {
-    for (size_t i = 0; i < n; i++) {
-        int r = qcow2_rc_add(rc, c[i], -1);
+    for (size_t i = 0; i < f->n; i++) {
+        int r = qcow2_rc_add(rc, f->c[i], -1);
         if (r < 0)
             return r;
     }
@@ -245,10 +273,10 @@ static int write_l1_entry(struct qcow2 *q, uint64_t *l1, uint64_t i, uint64_t e)
  * Refcounts are verified before anything is written, and lowered after. */
 static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t *l1,
                             uint64_t l1i, uint64_t l2, uint64_t g0, uint64_t g1,
-                            bool whole, uint8_t *tab, uint64_t *frees)
+                            bool whole, uint8_t *tab, struct frees *frees)
 {
     const struct qcow2_header *h = &q->h;
-    uint64_t cs = h->cluster_size, n = 0, v;
+    uint64_t cs = h->cluster_size, v;
     bool changed = false;
     int r;
 
@@ -271,34 +299,35 @@ static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t *l1,
                                        q->bd.filename)) < 0)
             return r;
         if (d.kind == QK_COMPRESSED) {
-            for (uint64_t c = d.host >> h->cluster_bits;
-                 c <= (d.host + d.csize - 1) >> h->cluster_bits; c++)
-                frees[n++] = c;
-        } else if (d.host) {
-            frees[n++] = d.host >> h->cluster_bits;
+            uint64_t c0, span = qcow2_compressed_span(h->cluster_bits, d.host, d.csize, &c0);
+            for (uint64_t c = c0; c < c0 + span; c++)
+                if ((r = add_free(q, frees, c)) < 0)
+                    return r;
+        } else if (d.host && (r = add_free(q, frees, d.host >> h->cluster_bits)) < 0) {
+            return r;
         }
         memset(p, 0, h->l2_entry_bytes);
         changed = true;
     }
     if (whole) {
-        frees[n++] = l2 >> h->cluster_bits;
-        if ((r = free_clusters(q, rc, frees, n)) < 0 || (r = write_l1_entry(q, l1, l1i, 0)) < 0)
+        if ((r = add_free(q, frees, l2 >> h->cluster_bits)) < 0 ||
+            (r = free_clusters(q, rc, frees)) < 0 || (r = write_l1_entry(q, l1, l1i, 0)) < 0)
             return r;
-        return apply_frees(rc, frees, n);
+        return apply_frees(rc, frees);
     }
     if (!changed)
         return 0;
     if (v <= 1) {
-        if ((r = free_clusters(q, rc, frees, n)) < 0 ||
+        if ((r = free_clusters(q, rc, frees)) < 0 ||
             (r = bfile_pwrite(q->bd.file, tab, cs, l2)) < 0)
             return r;
-        return apply_frees(rc, frees, n);
+        return apply_frees(rc, frees);
     }
     /* shared with a snapshot: the active image gets its own copy */
     uint64_t first;
     struct qcow2_rc_grown gr;
-    frees[n++] = l2 >> h->cluster_bits;
-    if ((r = free_clusters(q, rc, frees, n)) < 0)
+    if ((r = add_free(q, frees, l2 >> h->cluster_bits)) < 0 ||
+        (r = free_clusters(q, rc, frees)) < 0)
         return r;
     if ((r = qcow2_rc_append(rc, 1, &first, &gr)) < 0)
         return r;
@@ -310,18 +339,21 @@ static int discard_in_table(struct qcow2 *q, struct qcow2_rc *rc, uint64_t *l1,
         (r = qcow2_rc_flush(rc)) < 0 || (r = bfile_sync(q->bd.file)) < 0 ||
         (r = write_l1_entry(q, l1, l1i, nl2 | QCOW2_L1_COPIED)) < 0)
         return r;
-    return apply_frees(rc, frees, n);
+    return apply_frees(rc, frees);
 }
 
-/* Zero the bytes of a plain data cluster past the new end. */
-static int zero_tail(struct qcow2 *q, struct qcow2_rc *rc, const uint64_t *l1,
-                     uint64_t new_size, uint8_t *tab)
+/* The host offset of the plain data cluster holding guest offset `size`
+ * (inside a cluster) when nothing else shares it, else 0 (unallocated,
+ * zero, compressed, shared with a snapshot, past the end of the file). */
+static int own_tail_cluster(struct qcow2 *q, struct qcow2_rc *rc, const uint64_t *l1,
+                            uint64_t size, uint8_t *tab, uint64_t *host)
 {
     const struct qcow2_header *h = &q->h;
-    uint64_t cs = h->cluster_size, g = new_size / cs, in = new_size % cs, l2, v;
+    uint64_t cs = h->cluster_size, g = size / cs, in = size % cs, l2, v;
     struct qcow2_l2e d;
     int r;
 
+    *host = 0;
     if (!in || g / h->l2_entries >= h->l1_size)
         return 0;
     uint64_t l1i = g / h->l2_entries;
@@ -345,13 +377,26 @@ static int zero_tail(struct qcow2 *q, struct qcow2_rc *rc, const uint64_t *l1,
     /* only a cluster nothing else shares (a snapshot keeps its bytes) */
     if ((r = qcow2_rc_get(rc, d.host >> h->cluster_bits, &v)) < 0 || v != 1)
         return r;
-    uint64_t end = d.host + cs < q->file_size ? d.host + cs : q->file_size;
-    if (d.host + in >= end)
+    *host = d.host;
+    return 0;
+}
+
+/* Zero the bytes of a plain data cluster past the new end. */
+static int zero_tail(struct qcow2 *q, struct qcow2_rc *rc, const uint64_t *l1,
+                     uint64_t new_size, uint8_t *tab)
+{
+    uint64_t cs = q->h.cluster_size, in = new_size % cs, host;
+    int r = own_tail_cluster(q, rc, l1, new_size, tab, &host);
+
+    if (r < 0 || !host)
+        return r;
+    uint64_t end = host + cs < q->file_size ? host + cs : q->file_size;
+    if (host + in >= end)
         return 0;
     uint8_t *z = calloc(1, cs);
     if (!z)
         return FAIL(q, -ENOMEM, "out of memory");
-    r = bfile_pwrite(q->bd.file, z, end - d.host - in, d.host + in);
+    r = bfile_pwrite(q->bd.file, z, end - host - in, host + in);
     free(z);
     return r;
 }
@@ -378,6 +423,131 @@ static int truncate_tail(struct qcow2 *q, struct qcow2_rc *rc)
     return bfile_refresh_size(f);
 }
 
+/* ---- growing: the new range reads as zeros ----------------------------------
+ *
+ * A hostile image (or one another tool shrank) may hold L2 entries for
+ * guest clusters past its virtual size, and bytes past the end in its last
+ * cluster: growing would show them.  The entries are dropped as a shrink
+ * drops them; the tail is zeroed where only this image uses the cluster
+ * (zero_tail); a tail that cannot be (a compressed cluster, one a snapshot
+ * shares) and does not read as zeros refuses the grow. */
+
+struct exposed {
+    uint64_t g0, g1;            /* guest clusters the new size shows */
+    bool entries;               /* some of them have L2 entries */
+    bool tail;                  /* the old last cluster's tail is not zeros */
+};
+
+/* Whether guest clusters [g0, g1) have an L2 entry in the active tables. */
+static int any_entry(struct qcow2 *q, const uint64_t *l1, uint64_t g0, uint64_t g1,
+                     uint8_t *tab, bool *found)
+{
+    const struct qcow2_header *h = &q->h;
+    uint64_t per = h->l2_entries, cs = h->cluster_size, last = 0;
+    int r;
+
+    *found = false;
+    for (uint64_t g = g0; g < g1 && !*found;) {
+        uint64_t l1i = g / per, end = (l1i + 1) * per < g1 ? (l1i + 1) * per : g1, l2;
+        if (l1i >= h->l1_size)
+            break;
+        if ((r = qcow2_l1_entry_decode(h, l1[l1i], (uint32_t)l1i,
+                                       h->l1_table_offset + l1i * 8, &l2, q->bd.diag,
+                                       q->bd.filename)) < 0)
+            return r;
+        if (l2 && l2 != last) {
+            if (l2 >= q->file_size || cs > q->file_size - l2)
+                return diag_fail(q->bd.diag, -EINVAL, q->bd.filename, (int64_t)l2,
+                                 "L2 table %" PRIu64 " at offset %" PRIu64 " is past the "
+                                 "end of the file", l1i, l2);
+            if ((r = bfile_pread(q->bd.file, tab, cs, l2)) < 0)
+                return r;
+            last = l2;  /* (a table every L1 entry names is read once) */
+            for (uint64_t j = g % per; j <= (end - 1) % per && !*found; j++)
+                for (unsigned k = 0; k < h->l2_entry_bytes; k++)
+                    *found |= tab[j * h->l2_entry_bytes + k] != 0;
+        }
+        g = end;
+    }
+    return 0;
+}
+
+/* What growing to new_size shows that is not zeros (nothing written). */
+static int look_at_new_range(struct qcow2 *q, uint64_t new_size, const uint64_t *l1,
+                             uint8_t *tab, struct exposed *x)
+{
+    const struct qcow2_header *h = &q->h;
+    uint64_t cs = h->cluster_size, old = q->bd.size, cap = (uint64_t)h->l1_size * h->l2_entries;
+    int r;
+
+    memset(x, 0, sizeof(*x));
+    x->g0 = div_up(old, cs);
+    x->g1 = div_up(new_size, cs) < cap ? div_up(new_size, cs) : cap;
+    if (x->g0 < x->g1 && (r = any_entry(q, l1, x->g0, x->g1, tab, &x->entries)) < 0)
+        return r;
+    if (old % cs == 0)
+        return 0;
+    /* the old last cluster past the old end, read as the guest would see
+     * it once grown: the reader stops at the virtual size, so it is moved
+     * to the end of that cluster for this read */
+    uint64_t end = (old / cs + 1) * cs, n = end - old;
+    q->bd.size = end;
+    r = qcow2_pread(&q->bd, tab, n, old);
+    q->bd.size = old;
+    if (r < 0)
+        return r;
+    for (uint64_t i = 0; i < n && !x->tail; i++)
+        x->tail = tab[i] != 0;
+    if (!x->tail)
+        return 0;
+    /* zero_tail can clear it only in a cluster this image alone uses */
+    struct qcow2_rc rc;
+    uint64_t host;
+    if ((r = qcow2_rc_open(&rc, q, q->bd.diag)) < 0)
+        return r;
+    r = own_tail_cluster(q, &rc, l1, old, tab, &host);
+    qcow2_rc_close(&rc);
+    if (r == 0 && !host)
+        r = FAIL(q, -ENOTSUP, "the image ends inside a cluster (compressed, or shared with "
+                 "a snapshot) that holds bytes past its end; growing it would show them "
+                 "(convert the image instead)");
+    return r;
+}
+
+/* Drop the entries and zero the tail look_at_new_range() found. */
+static int clear_new_range(struct qcow2 *q, uint64_t *l1, const struct exposed *x,
+                           uint8_t *tab)
+{
+    const struct qcow2_header *h = &q->h;
+    uint64_t per = h->l2_entries, old = q->bd.size;
+    struct frees frees = { 0 };
+    struct qcow2_rc rc;
+    int r;
+
+    if ((r = qcow2_rc_open(&rc, q, q->bd.diag)) < 0)
+        return r;
+    for (uint64_t g = x->g0; x->entries && g < x->g1;) {
+        uint64_t l1i = g / per, end = (l1i + 1) * per < x->g1 ? (l1i + 1) * per : x->g1, l2;
+        if ((r = qcow2_l1_entry_decode(h, l1[l1i], (uint32_t)l1i,
+                                       h->l1_table_offset + l1i * 8, &l2, q->bd.diag,
+                                       q->bd.filename)) < 0)
+            goto out;
+        frees.n = 0;
+        if (l2 && (r = discard_in_table(q, &rc, l1, l1i, l2, g, end, false, tab,
+                                        &frees)) < 0)
+            goto out;
+        g = end;
+    }
+    if ((r = qcow2_rc_flush(&rc)) < 0 ||
+        (x->tail && (r = zero_tail(q, &rc, l1, old, tab)) < 0))
+        goto out;
+    r = bfile_sync(q->bd.file);
+out:
+    qcow2_rc_close(&rc);
+    free(frees.c);
+    return r;
+}
+
 static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
 {
     struct qcow2_header *h = &q->h;
@@ -385,16 +555,12 @@ static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
     uint64_t g0 = div_up(new_size, cs), g1 = div_up(q->bd.size, cs);
     uint64_t new_l1 = l1_for(h, new_size);
     uint8_t *tab = malloc(cs);
-    /* a compressed cluster spans at most two host clusters; and the table */
-    uint64_t *frees = malloc((2 * per + 1) * sizeof(*frees));
+    struct frees frees = { 0 };
     struct qcow2_rc rc;
     int r;
 
-    if (!tab || !frees) {
-        free(tab);
-        free(frees);
+    if (!tab)
         return FAIL(q, -ENOMEM, "out of memory");
-    }
     if ((r = qcow2_rc_open(&rc, q, q->bd.diag)) < 0)
         goto out;
     /* the clusters past the new end, table by table */
@@ -407,8 +573,9 @@ static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
                                        h->l1_table_offset + l1i * 8, &l2, q->bd.diag,
                                        q->bd.filename)) < 0)
             goto out;
+        frees.n = 0;
         if (l2 && (r = discard_in_table(q, &rc, l1, l1i, l2, g, end, l1i >= new_l1, tab,
-                                        frees)) < 0)
+                                        &frees)) < 0)
             goto out;
         g = end;
     }
@@ -420,9 +587,10 @@ static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
             goto out;
         if (!l2)
             continue;
-        frees[0] = l2 >> h->cluster_bits;
-        if ((r = free_clusters(q, &rc, frees, 1)) < 0 ||
-            (r = write_l1_entry(q, l1, i, 0)) < 0 || (r = apply_frees(&rc, frees, 1)) < 0)
+        frees.n = 0;
+        if ((r = add_free(q, &frees, l2 >> h->cluster_bits)) < 0 ||
+            (r = free_clusters(q, &rc, &frees)) < 0 ||
+            (r = write_l1_entry(q, l1, i, 0)) < 0 || (r = apply_frees(&rc, &frees)) < 0)
             goto out;
     }
     if ((r = qcow2_rc_flush(&rc)) < 0 || (r = zero_tail(q, &rc, l1, new_size, tab)) < 0 ||
@@ -436,7 +604,7 @@ static int shrink(struct qcow2 *q, uint64_t new_size, uint64_t *l1)
 out:
     qcow2_rc_close(&rc);
     free(tab);
-    free(frees);
+    free(frees.c);
     return r;
 }
 
@@ -474,13 +642,33 @@ int qcow2_resize(struct bd *bd, uint64_t new_size, bool allow_shrink)
         return r;
     if (new_size == bd->size && new_size == q->h.size)
         return 0;
+    /* a shrink frees clusters by their refcounts and cuts the file after
+     * the last one in use; a new L1 table takes clusters and changes
+     * refcount blocks: with refcounts too low (a used cluster at 0), a
+     * table overlapping data or wrong copied flags that would cut off or
+     * overwrite guest data, so such an image is refused first */
+    bool shrinking = new_size < bd->size;
+    struct exposed x = { 0 };
+    uint8_t *tab = NULL;
     if ((r = read_l1(q, &l1)) < 0)
         return r;
-    if (new_size >= bd->size) {
-        r = grow(q, new_size, l1);
-    } else {
-        r = shrink(q, new_size, l1);
+    if (!shrinking) {
+        if (!(tab = malloc(q->h.cluster_size))) {
+            r = FAIL(q, -ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((r = look_at_new_range(q, new_size, l1, tab, &x)) < 0)
+            goto out;
     }
+    if ((shrinking || x.entries || x.tail || l1_for(&q->h, new_size) > q->h.l1_size) &&
+        (r = qcow2_check_sound(q, shrinking ? "shrinking it" : x.entries || x.tail ?
+                               "growing it" : "growing its L1 table")) < 0)
+        goto out;
+    if (!shrinking && (x.entries || x.tail) && (r = clear_new_range(q, l1, &x, tab)) < 0)
+        goto out;
+    r = shrinking ? shrink(q, new_size, l1) : grow(q, new_size, l1);
+out:
+    free(tab);
     free(l1);
     if (r == 0)
         r = reload(q, new_size);

@@ -4,7 +4,8 @@
 #   - through the fuzz target itself, built without libFuzzer
 #     ($BUILD/fuzz/<target>, the same code path, with the build's sanitizers);
 #   - through the real binary: `diskimg info` and `convert -O raw/-O qcow2`
-#     (image targets) or `create -o` and `convert -S` (the option target),
+#     (image targets), `convert -` from a pipe (fuzz_stream) or `create -o`
+#     and `convert -S` (the option target),
 #     each under `timeout 10` and 512 MiB: exit 0 or 1 only, never a signal
 #     or a sanitizer report, a message naming the file on failure, no output
 #     left behind.
@@ -48,8 +49,16 @@ for dir in "$R"/*/; do
             bounded "$DISKIMG" convert -S "$(tr -d '\0' < "$f")" -O raw "$f" "$T/o/x.raw"
             rm -f "$T/o/x.raw"
             ;;
+        fuzz_stream)
+            # what `convert -` gets from a pipe, the format probed
+            bounded sh -c 'exec "$1" convert -O raw - "$2" < "$3"' sh "$DISKIMG" "$T/o/out" "$f"
+            [ $rc = 1 ] && ! grep -q "(stdin)" "$T/err" && { cat "$T/err" >&2; fail "$name: no file named"; }
+            rm -f "$T/o/out"
+            ls -A "$T/o" | grep -q . && fail "$name: left behind: $(ls -A "$T/o")"
+            ;;
         *)
             fmt=${target#fuzz_}
+            fmt=${fmt%%_*}      # fuzz_qcow2_inplace: a qcow2 image
             cp "$f" "$T/in.$fmt"
             bounded "$DISKIMG" info -f "$fmt" "$T/in.$fmt"
             [ $rc = 1 ] && ! grep -q "in\.$fmt" "$T/err" && { cat "$T/err" >&2; fail "$name: info: no file named"; }

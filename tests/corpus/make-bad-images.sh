@@ -206,10 +206,11 @@ e l1-reserved ok "L1 entry 0 \(0x0100000000004000\) at offset $L1 has reserved b
 e l1-lowbits ok "L1 entry 0 \(0x8000000000004001\) .*reserved bits" "$L1" 8000000000004001
 e l1-max ok "L1 entry 0 .*reserved bits" "$L1" ffffffffffffffff
 # an L1 entry of offset 0 (with the copied flag) is unallocated; a data
-# cluster at offset 0 likewise; one at the L2 table itself is just data
+# cluster at offset 0 likewise; one at the L2 table itself is metadata
+# read as data (issue 10 item 5)
 patched qcow2-tab-l1-zero.qcow2 "$B" ok ok "" "$L1" 8000000000000000
 patched qcow2-tab-l2-zero.qcow2 "$B" ok ok "" "$L2" 8000000000000000
-CHECK=2 patched qcow2-tab-l2-self.qcow2 "$B" ok ok "" "$L2" "$(be64 $((L2 | (1 << 63))))"
+CHECK=2 e l2-self ok "data cluster of guest offset 0 \(host offset $L2, 4096 bytes\) overlaps the L2 table \(host offset $L2, 4096 bytes\)" "$L2" "$(be64 $((L2 | (1 << 63))))"
 CHECK=2 e l2-past ok "data cluster at host offset $PAST .*past the end of the file" "$L2" "$(be64 $((PAST | (1 << 63))))"
 e l2-past-2e55 ok "data cluster at host offset [0-9]+ .*past the end of the file" "$L2" 80fffffffffff000
 e l2-mis ok "host offset 0x[0-9a-f]+ is not aligned to the cluster size" "$L2" "$(be64 $((D0 + 512 | (1 << 63))))"
@@ -241,7 +242,7 @@ done
 for t in $((L1 + 4)) $((L2 + 8)) $((L2 + 2048)) $((D0 + 100)) $((COFF + 3)); do
     head -c "$t" "$B" > "qcow2-trunc-$t.qcow2"
     if [ "$t" -lt $((L1 + 8)) ]; then info=bad; else info=ok; fi
-    case_ "qcow2-trunc-$t.qcow2" $info bad "past the end of the file|inflates to [0-9]+ bytes, expected"
+    case_ "qcow2-trunc-$t.qcow2" $info bad "past the end of the file|(L2 table at offset [0-9]+ is )?cut by the end of the file|inflates to [0-9]+ bytes, expected"
 done
 
 # ---- qcow2: decompression bombs ------------------------------------------
@@ -268,7 +269,9 @@ CHECK=2 case_ qcow2-bomb-zlib.qcow2 ok bad "inflates to more than the cluster si
 bomb zstd ",compression_type=zstd"
 poke qcow2-bomb-zstd.qcow2 79 08   # compression type bit on the 4 KiB image
 poke qcow2-bomb-zstd.qcow2 104 01
-case_ qcow2-bomb-zstd.qcow2 ok bad "compressed cluster at host offset [0-9]+ \(guest offset 131072\): inflates to more than the cluster size \(4096 bytes\)"
+# (refused by the frame's window once zstd windows are bounded by the
+# cluster size, issue 10 item 3; by its output before)
+case_ qcow2-bomb-zstd.qcow2 ok bad "compressed cluster at host offset [0-9]+ \(guest offset 131072\): (inflates to more than the cluster size \(4096 bytes\)|zstd frame asks for a window larger than the cluster size \(4096 bytes allowed\))"
 
 # ---- qcow2: references: loops, depth, host files ------------------------
 mkdir -p refs
@@ -311,7 +314,7 @@ ref passwd /etc/passwd raw "refers to '/etc/passwd' .*outside the image's folder
 ref passwd-probe /etc/passwd "" "refers to '/etc/passwd' .*outside the image's folder"
 ref dotdot ../secret.raw raw "refers to '../secret.raw' .*outside the image's folder"
 ref dotdot-deep ./../../../../../../../../../../../../../../../../etc/passwd raw "outside the image's folder"
-ref symlink link-out raw "refers to 'link-out' \(/etc/passwd\), outside the image's folder"
+ref symlink link-out raw "refers to 'link-out' \(.*/link-out\), which leads outside the image's folder .* through a symbolic link"
 ref nbd nbd://localhost:10809/x raw "protocols and json: references are not supported"
 ref json 'json:{"file.driver":"file","file.filename":"/etc/passwd"}' raw \
     "protocols and json: references are not supported"
@@ -365,16 +368,21 @@ vh gd-max "grain directory offset [0-9]+ sectors is invalid" 56 fffffffffffffffe
 vh compress-2 "compression algorithm 2 is not supported" 77 0200
 # grain directory and grain table entries
 ve() { patched "vmdk-tab-$1.vmdk" "$V" ok bad "$2" "${@:3}"; }
-ve gd-header "grain table" "$VGD" "$(le32 1)"
+# a grain table inside the descriptor: refused when the image is opened
+patched vmdk-tab-gd-header.vmdk "$V" bad bad \
+    "grain directory entry 0 points to a grain table at offset 512 .*inside the embedded descriptor" \
+    "$VGD" "$(le32 1)"
 ve gt-past "grain table entry for LBA 0 points to offset [0-9]+, past the end of the file" "$VGT" "$(le32 "$VPAST")"
 ve gt-max "grain table entry for LBA 0 points to offset 2199023255040, past the end of the file" "$VGT" ffffffff
 # damage the redundant grain directory makes good: read as the undamaged file
 # (qemu-img reads zeros there); a grain table entry pointing into the
-# descriptor is just data (as qemu-img reads it)
+# descriptor is corruption (qemu-img hands out the descriptor's text as
+# guest data), and check says so
 cp "$V" vmdk-base.vmdk
 patched vmdk-hdr-gd-past.vmdk "$V" ok same vmdk-base.vmdk 56 "$(le64 "$VPAST")"
 patched vmdk-tab-gd-past.vmdk "$V" ok same vmdk-base.vmdk "$VGD" "$(le32 "$VPAST")"
-patched vmdk-tab-gt-header.vmdk "$V" ok ok "" "$VGT" "$(le32 2)"
+CHECK=2 patched vmdk-tab-gt-header.vmdk "$V" ok bad \
+    "grain for LBA 0 at offset 1024 .* overlaps the embedded descriptor at offset 512" "$VGT" "$(le32 2)"
 # truncations
 for t in 0 4 64 511 512 4096 $((VGD + 2)) $((VGT + 100)) 65536 $((65536 + 4096)) $((VSIZE - 4096)); do
     head -c "$t" "$V" > "vmdk-trunc-$t.vmdk"
@@ -459,7 +467,7 @@ vref() {  # vref NAME EXTENT-FILE REGEX
 }
 vref passwd /etc/passwd "refers to '/etc/passwd' .*outside the image's folder" bad
 vref dotdot ../secret.raw "refers to '../secret.raw' .*outside the image's folder" bad
-vref symlink link-out "refers to 'link-out' \(/etc/passwd\), outside the image's folder" bad
+vref symlink link-out "refers to 'link-out' \\(.*/link-out\\), which leads outside the image's folder .* through a symbolic link" bad
 vref nbd nbd://localhost/x "protocols and json: references are not supported" bad
 vref missing nothing-here.raw "refers to 'nothing-here.raw', which does not exist" bad
 # a delta disk naming itself as its parent, and two naming each other
@@ -511,7 +519,7 @@ case_ ova-truncated.ova bad bad "tar member 'disk1.vmdk' of [0-9]+ bytes runs pa
 # a descriptor inside the OVA whose extent is a host file
 { desc_head; printf 'RW 8 FLAT "/etc/passwd" 0\n'; } > "$work/ova/disk1.vmdk"
 (cd "$work/ova" && tar --format=ustar -cf "$out/ova-extent-passwd.ova" app.ovf disk1.vmdk)
-case_ ova-extent-passwd.ova bad bad "refers to '/etc/passwd' \(/etc/passwd\), outside the image's folder"
+case_ ova-extent-passwd.ova bad bad "refers to '/etc/passwd', an absolute path: inside an OVA archive, references name members of the archive, never host files"
 
 rm -rf "$work"
 echo "$(wc -l < "$manifest") cases in $out"

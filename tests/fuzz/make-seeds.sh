@@ -125,6 +125,12 @@ for f in qemu-iotests/iotest-version3.vmdk.bz2 qemu-iotests/afl9.vmdk.bz2; do
     [ -f "$samples/$f" ] && bzip2 -dc "$samples/$f" > "$v/sample-$(basename "$f" .bz2)"
 done
 
+# ---- vmdk: every grain size, layout and marker (make-vmdk-seeds.py) ------
+# qemu-img writes 64 KiB grains only: hosted sparse and streamOptimized
+# extents of 1..128 sectors (and up to 2048 compressed), with and without
+# footer, end-of-stream marker, markers and compression.
+python3 "$top/tests/fuzz/make-vmdk-seeds.py" "$v" >/dev/null
+
 # ---- ova ------------------------------------------------------------------
 a=$out/fuzz_ova
 mkdir -p "$a"
@@ -140,6 +146,85 @@ long=$(printf 'd%.0s' $(seq 1 120)).vmdk
 cp "$v/stream.vmdk" "$tmp/ova/$long"
 (cd "$tmp/ova" && tar --format=gnu -cf "$a/longname.ova" app.ovf "$long")
 (cd "$tmp/ova" && tar --format=pax -cf "$a/pax-longname.ova" app.ovf "$long")
+
+# ---- ova: small-grain streams inside an archive -----------------------------
+for g in 1 8 128; do
+    cp "$v/g$g-stream.vmdk" "$tmp/ova/disk1.vmdk"
+    (cd "$tmp/ova" && tar --format=ustar -cf "$a/stream-g$g.ova" app.ovf disk1.vmdk)
+done
+# a descriptor with its flat extent as members of the archive
+qemu-img create -q -f vmdk -o subformat=monolithicFlat "$tmp/ova/flat.vmdk" 64K
+qemu-io -f vmdk -c 'write -P 0x31 4K 4K' "$tmp/ova/flat.vmdk" >/dev/null
+(cd "$tmp/ova" && tar --format=ustar -cf "$a/desc-and-flat.ova" app.ovf flat.vmdk flat-flat.vmdk)
+
+# ---- stream: what `convert -` reads from a pipe, its format probed -------
+s=$out/fuzz_stream
+mkdir -p "$s"
+cp "$v"/stream*.vmdk "$v"/g*-stream*.vmdk "$v"/g*-markers.vmdk "$s/"
+cp "$a"/stream*.ova "$a/pax.ova" "$a/desc-and-flat.ova" "$s/"
+cp "$v/sparse.vmdk" "$q/v3-c4k.qcow2" "$s/"     # refused: they need a seekable input
+head -c 64K "$tmp/d1" > "$s/raw"
+
+# ---- qcow2: every legal value of the header fields ----------------------
+# cluster sizes 512 B - 2 MiB in v2 and v3, every refcount order 0-6,
+# extended L2 over the cluster sizes that allow it, an external data file
+# with and without data_file_raw and with extended L2.  Images of 128 KiB
+# clusters and up are large (a few clusters each: up to 14 MiB): run.sh
+# lets fuzz_qcow2 inputs be that long.
+qd() {  # qd NAME BYTES [create -o options]: NAME holding two small writes
+    local name=$1 size=$2; shift 2
+    qemu-img create -q -f qcow2 "$@" "$q/$name.qcow2" "$size"
+    qemu-io -f qcow2 -c 'write -P 0x5a 0 1536' -c "write -P 0xa5 $((size / 2 + 512)) 1024" \
+        "$q/$name.qcow2" >/dev/null
+}
+for cb in 9 10 11 12 13 14 15 16; do
+    cs=$((1 << cb))
+    [ -f "$q/v3-cs$cs.qcow2" ] || qc "v3-cs$cs" -o cluster_size=$cs
+    [ -f "$q/v2-cs$cs.qcow2" ] || qc "v2-cs$cs" -o compat=0.10,cluster_size=$cs
+done
+for cb in 17 18 19 20 21; do
+    cs=$((1 << cb))
+    qd "v3-cs$cs" 4194304 -o cluster_size=$cs
+    qd "v2-cs$cs" 4194304 -o compat=0.10,cluster_size=$cs
+done
+for bits in 1 2 4 8 16 32 64; do
+    qc "rcbits$bits" -o cluster_size=1024,refcount_bits=$bits
+done
+for cs in 16384 32768 65536; do
+    qd "extl2-cs$cs" 262144 -o cluster_size=$cs,extended_l2=on
+done
+qd extl2-cs2097152 4194304 -o cluster_size=2097152,extended_l2=on
+qc zstd-c512 -c -o cluster_size=512,compression_type=zstd
+qc zstd-c64k -c -o cluster_size=65536,compression_type=zstd
+qemu-img create -q -f qcow2 -o cluster_size=4096,data_file="$tmp/data2.raw",data_file_raw=on \
+    "$q/datafile-raw.qcow2" 64K
+qemu-img create -q -f qcow2 -o cluster_size=16384,extended_l2=on,data_file="$tmp/data3.raw" \
+    "$q/datafile-extl2.qcow2" 64K
+# snapshots of a v2 image; several bitmaps of several granularities
+qc snap-v2 -o compat=0.10,cluster_size=4096
+qemu-img snapshot -c one "$q/snap-v2.qcow2"
+qemu-io -f qcow2 -c 'write -P 0x67 4K 4K' "$q/snap-v2.qcow2" >/dev/null
+qc bitmaps -o cluster_size=4096
+for g in 512 65536 4194304; do
+    qemu-img bitmap --add -g $g "$q/bitmaps.qcow2" "b$g"
+done
+# writing into them too, except the large ones (128 KiB clusters and up)
+for f in "$q"/v?-cs*.qcow2 "$q"/rcbits*.qcow2 "$q"/extl2-cs*.qcow2 "$q"/zstd-*.qcow2 \
+         "$q"/snap-v2.qcow2 "$q"/bitmaps.qcow2; do
+    [ "$(stat -c %s "$f")" -le 524288 ] && cp "$f" "$out/fuzz_qcow2_inplace/"
+done
+
+# ---- the modifying commands (check -r, resize): the images convert -n
+# writes into, and damaged copies of a few: leaks, refcounts too low and too
+# high, refcount blocks outside the file (its end wrapping too), a copied
+# flag cleared, compressed entries over three host clusters
+for t in fuzz_qcow2_repair fuzz_qcow2_resize; do
+    cp -r "$out/fuzz_qcow2_inplace" "$out/$t"
+    python3 "$top/tests/fuzz/make-qcow2-damaged.py" "$out/$t" "$q"/v3-c4k.qcow2 \
+        "$q"/v2-c4k.qcow2 "$q"/rc1.qcow2 "$q"/rcbits64.qcow2 "$q"/snap.qcow2 \
+        "$q"/v3-zlib.qcow2 "$q"/zstd-c64k.qcow2 "$q"/v3-zlib-c512.qcow2 "$q"/extl2.qcow2 \
+        "$q"/v3-cs1024.qcow2 "$q"/prealloc.qcow2 >/dev/null
+done
 
 # ---- options and sizes ---------------------------------------------------
 o=$out/fuzz_options

@@ -15,7 +15,8 @@ qemu-img convert -f raw -O qcow2 "$T/in/src.raw" "$T/in/src.qcow2"
 qemu-img convert -f raw -O qcow2 -c "$T/in/src.raw" "$T/in/srcz.qcow2"
 qemu-img convert -f raw -O vmdk -o subformat=streamOptimized "$T/in/src.raw" "$T/in/src.vmdk"
 pairs="src.raw:raw src.raw:qcow2 src.qcow2:raw srcz.qcow2:qcow2 src.raw:qcow2:-c"
-"$DISKIMG" info "$T/in/src.vmdk" >/dev/null 2>&1 && pairs="$pairs src.vmdk:qcow2 src.vmdk:raw"
+ok "$DISKIMG" info "$T/in/src.vmdk" >/dev/null
+pairs="$pairs src.vmdk:qcow2 src.vmdk:raw"
 checksum_inputs
 
 for p in $pairs; do

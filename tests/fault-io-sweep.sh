@@ -17,11 +17,9 @@ gen -s 11 -m 64K -M 512K 4M "$T/in/src.raw"
 qemu-img convert -f raw -O qcow2 "$T/in/src.raw" "$T/in/src.qcow2"
 head -c 1M "$T/in/src.raw" > "$T/in/src1.raw"
 qemu-img convert -f raw -O qcow2 -c -o cluster_size=16K "$T/in/src1.raw" "$T/in/srcz.qcow2"
-have_vmdk=0
 qemu-img convert -f raw -O vmdk -o subformat=streamOptimized "$T/in/src1.raw" "$T/in/src.vmdk"
 qemu-img convert -f raw -O vmdk -o subformat=monolithicSparse "$T/in/src.raw" "$T/in/sparse.vmdk"
-# (until the vmdk reader is in: then the vmdk sweeps are skipped)
-"$DISKIMG" info "$T/in/src.vmdk" >/dev/null 2>&1 && have_vmdk=1
+ok "$DISKIMG" info "$T/in/src.vmdk" >/dev/null
 checksum_inputs
 ERR="failed: (Input/output error|No space left on device)"
 
@@ -66,27 +64,23 @@ sweep src.raw qcow2
 sweep src1.raw qcow2 -c
 sweep src.qcow2 raw
 sweep srcz.qcow2 raw
-if [ $have_vmdk = 1 ]; then
-    sweep src.vmdk qcow2
-    sweep sparse.vmdk qcow2
-fi
+sweep src.vmdk qcow2
+sweep sparse.vmdk qcow2
 
 # a streamOptimized vmdk read from a pipe (a reader thread inflates ahead)
-if [ $have_vmdk = 1 ]; then
-    DISKIMG_FAULT_STATS=$T/stats "$DISKIMG" convert -f vmdk -O qcow2 - "$T/o/out.qcow2" \
-        < "$T/in/src.vmdk" || fail "pipe: clean run failed"
-    same_content "$T/in/src.vmdk" "$T/o/out.qcow2"
-    rm -f "$T/o/out.qcow2"
-    read -r _ R _ W _ S _ P < "$T/stats"
-    for ((n = 1; n <= R; n++)); do
-        sweep_case $n $R || continue
-        must_fail "pipe read $n/$R" "\(stdin\): read $ERR" DISKIMG_FAULT=read:$n:EIO -- \
-            sh -c 'exec "$1" convert -f vmdk -O qcow2 - "$2" < "$3"' sh "$DISKIMG" \
-            "$T/o/out.qcow2" "$T/in/src.vmdk"
-        empty_dir "$T/o" "pipe read $n"
-    done
-    echo "vmdk from a pipe: $R reads failed one by one"
-fi
+DISKIMG_FAULT_STATS=$T/stats "$DISKIMG" convert -f vmdk -O qcow2 - "$T/o/out.qcow2" \
+    < "$T/in/src.vmdk" || fail "pipe: clean run failed"
+same_content "$T/in/src.vmdk" "$T/o/out.qcow2"
+rm -f "$T/o/out.qcow2"
+read -r _ R _ W _ S _ P < "$T/stats"
+for ((n = 1; n <= R; n++)); do
+    sweep_case $n $R || continue
+    must_fail "pipe read $n/$R" "\(stdin\): read $ERR" DISKIMG_FAULT=read:$n:EIO -- \
+        sh -c 'exec "$1" convert -f vmdk -O qcow2 - "$2" < "$3"' sh "$DISKIMG" \
+        "$T/o/out.qcow2" "$T/in/src.vmdk"
+    empty_dir "$T/o" "pipe read $n"
+done
+echo "vmdk from a pipe: $R reads failed one by one"
 
 # -n: writing into an existing target; a failure exits 1 (the target stays,
 # but nothing reports it as a success).  Each run starts from the same

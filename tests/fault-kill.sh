@@ -15,7 +15,8 @@ gen -s 14 -m 64K -M 512K 4M "$T/in/src.raw"
 qemu-img convert -f raw -O qcow2 "$T/in/src.raw" "$T/in/src.qcow2"
 qemu-img convert -f raw -O vmdk -o subformat=streamOptimized "$T/in/src.raw" "$T/in/src.vmdk"
 pairs="src.raw:raw src.raw:qcow2 src.qcow2:raw src.qcow2:qcow2"
-"$DISKIMG" info "$T/in/src.vmdk" >/dev/null 2>&1 && pairs="$pairs src.vmdk:qcow2"
+ok "$DISKIMG" info "$T/in/src.vmdk" >/dev/null
+pairs="$pairs src.vmdk:qcow2"
 checksum_inputs
 
 # wait_tmp: until a temporary output exists in $T/o (5 s at most)

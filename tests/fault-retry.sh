@@ -11,7 +11,8 @@ qemu-img convert -f raw -O qcow2 "$T/in/src.raw" "$T/in/src.qcow2"
 qemu-img convert -f raw -O qcow2 -c -o cluster_size=16K,compression_type=zstd "$T/in/src.raw" "$T/in/srcz.qcow2"
 qemu-img convert -f raw -O vmdk -o subformat=streamOptimized "$T/in/src.raw" "$T/in/src.vmdk"
 srcs="src.raw src.qcow2 srcz.qcow2"
-"$DISKIMG" info "$T/in/src.vmdk" >/dev/null 2>&1 && srcs="$srcs src.vmdk"
+ok "$DISKIMG" info "$T/in/src.vmdk" >/dev/null
+srcs="$srcs src.vmdk"
 checksum_inputs
 
 for src in $srcs; do

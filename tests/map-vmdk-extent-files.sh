@@ -13,8 +13,9 @@ S=$SHARED/samples/vmdk
 [ -d "$S" ] || skip "no samples at $S"
 
 qemu-img create -q -f vmdk "$T/probe.vmdk" 1M
+# a vmdk image qemu-img made must be readable: a failure here is a failure
 "$DISKIMG" map "$T/probe.vmdk" > /dev/null 2> "$T/probe.err" ||
-    { grep -q "named like a vmdk image but no known format" "$T/probe.err" && skip "no vmdk reader"; }
+    { cat "$T/probe.err" >&2; fail "map cannot read a vmdk image qemu-img made"; }
 
 same_as_qemu() {   # same_as_qemu map|compare ARGS...
     local qrc=0 drc=0 cmd=$1; shift

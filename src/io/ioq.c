@@ -45,7 +45,8 @@
  *   + registered buffers   1.61     1.45      1.92     2.31
  * On ext4 here io_uring does not complete buffered writes inline: they go
  * to an io-wq worker thread (iou-wrk), so it is a writer thread with more
- * overhead, which is what DESIGN.md saw too (1.45x slower).  A
+ * overhead, which is what the original design saw too (1.45x slower;
+ * docs/DESIGN.md, "Departures from the original design").  A
  * writer thread only wins when the thread that writes also produces the
  * data (copy+scan before each write: 1.52 s vs 1.70 s at 1 MiB, 1.87 s vs
  * 2.86 s at 64 KiB) and then burns 30-60% more CPU.  convert does not work

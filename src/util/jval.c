@@ -165,34 +165,34 @@ void jv_free(struct jval *v)
 
 static void put_string(struct strbuf *b, const char *s)
 {
-    sb_putc(b, '"');
+    sb_addc(b, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': sb_puts(b, "\\\""); break;
-        case '\\': sb_puts(b, "\\\\"); break;
-        case '\n': sb_puts(b, "\\n"); break;
-        case '\r': sb_puts(b, "\\r"); break;
-        case '\t': sb_puts(b, "\\t"); break;
-        case '\b': sb_puts(b, "\\b"); break;
-        case '\f': sb_puts(b, "\\f"); break;
+        case '"': sb_adds(b, "\\\""); break;
+        case '\\': sb_adds(b, "\\\\"); break;
+        case '\n': sb_adds(b, "\\n"); break;
+        case '\r': sb_adds(b, "\\r"); break;
+        case '\t': sb_adds(b, "\\t"); break;
+        case '\b': sb_adds(b, "\\b"); break;
+        case '\f': sb_adds(b, "\\f"); break;
         default:
             if (*p < 0x20)
-                sb_printf(b, "\\u%04x", *p);
+                sb_addf(b, "\\u%04x", *p);
             else
-                sb_putc(b, (char)*p);
+                sb_addc(b, (char)*p);
         }
     }
-    sb_putc(b, '"');
+    sb_addc(b, '"');
 }
 
 static void put_scalar(struct strbuf *b, const struct jval *v)
 {
     switch (v->type) {
-    case J_NULL: sb_puts(b, "null"); break;
-    case J_BOOL: sb_puts(b, v->v.b ? "true" : "false"); break;
-    case J_INT: sb_printf(b, "%lld", (long long)v->v.i); break;
-    case J_UINT: sb_printf(b, "%llu", (unsigned long long)v->v.u); break;
-    case J_DOUBLE: sb_printf(b, "%.17g", v->v.d); break;
+    case J_NULL: sb_adds(b, "null"); break;
+    case J_BOOL: sb_adds(b, v->v.b ? "true" : "false"); break;
+    case J_INT: sb_addf(b, "%lld", (long long)v->v.i); break;
+    case J_UINT: sb_addf(b, "%llu", (unsigned long long)v->v.u); break;
+    case J_DOUBLE: sb_addf(b, "%.17g", v->v.d); break;
     case J_STRING: put_string(b, v->v.s); break;
     default: break;
     }
@@ -201,7 +201,7 @@ static void put_scalar(struct strbuf *b, const struct jval *v)
 static void pad(struct strbuf *b, int n)
 {
     for (int i = 0; i < n; i++)
-        sb_puts(b, "    ");
+        sb_adds(b, "    ");
 }
 
 static void put_json(struct strbuf *b, const struct jval *v, int indent)
@@ -212,18 +212,18 @@ static void put_json(struct strbuf *b, const struct jval *v, int indent)
     }
     bool obj = v->type == J_OBJECT;
     /* qemu prints an empty container over two lines too: "[\n    ]" */
-    sb_puts(b, obj ? "{\n" : "[\n");
+    sb_adds(b, obj ? "{\n" : "[\n");
     for (size_t i = 0; i < v->n; i++) {
         pad(b, indent + 1);
         if (obj) {
             put_string(b, v->keys[i]);
-            sb_puts(b, ": ");
+            sb_adds(b, ": ");
         }
         put_json(b, v->items[i], indent + 1);
-        sb_puts(b, i + 1 < v->n ? ",\n" : "\n");
+        sb_adds(b, i + 1 < v->n ? ",\n" : "\n");
     }
     pad(b, indent);
-    sb_putc(b, obj ? '}' : ']');
+    sb_addc(b, obj ? '}' : ']');
 }
 
 static void put_compact(struct strbuf *b, const struct jval *v)
@@ -233,17 +233,17 @@ static void put_compact(struct strbuf *b, const struct jval *v)
         return;
     }
     bool obj = v->type == J_OBJECT;
-    sb_putc(b, obj ? '{' : '[');
+    sb_addc(b, obj ? '{' : '[');
     for (size_t i = 0; i < v->n; i++) {
         if (i)
-            sb_puts(b, ", ");
+            sb_adds(b, ", ");
         if (obj) {
             put_string(b, v->keys[i]);
-            sb_puts(b, ": ");
+            sb_adds(b, ": ");
         }
         put_compact(b, v->items[i]);
     }
-    sb_putc(b, obj ? '}' : ']');
+    sb_addc(b, obj ? '}' : ']');
 }
 
 char *jv_to_json(const struct jval *v, int indent)

@@ -35,7 +35,7 @@ static bool reserve(struct strbuf *b, size_t n)
     return true;
 }
 
-void sb_putc(struct strbuf *b, char c)
+void sb_addc(struct strbuf *b, char c)
 {
     if (!reserve(b, 1))
         return;
@@ -43,7 +43,7 @@ void sb_putc(struct strbuf *b, char c)
     b->s[b->len] = '\0';
 }
 
-void sb_puts(struct strbuf *b, const char *s)
+void sb_adds(struct strbuf *b, const char *s)
 {
     size_t n = strlen(s);
 
@@ -53,7 +53,7 @@ void sb_puts(struct strbuf *b, const char *s)
     b->len += n;
 }
 
-void sb_printf(struct strbuf *b, const char *fmt, ...)
+void sb_addf(struct strbuf *b, const char *fmt, ...)
 {
     char small[64];
     va_list ap;
@@ -67,7 +67,7 @@ void sb_printf(struct strbuf *b, const char *fmt, ...)
         return;
     }
     if ((size_t)n < sizeof(small)) {
-        sb_puts(b, small);
+        sb_adds(b, small);
         return;
     }
     if (!reserve(b, (size_t)n))

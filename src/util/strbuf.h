@@ -17,9 +17,9 @@ struct strbuf {
 };
 
 void sb_init(struct strbuf *b);
-void sb_putc(struct strbuf *b, char c);
-void sb_puts(struct strbuf *b, const char *s);
-void sb_printf(struct strbuf *b, const char *fmt, ...)
+void sb_addc(struct strbuf *b, char c);
+void sb_adds(struct strbuf *b, const char *s);
+void sb_addf(struct strbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The string (the caller frees it; "" when nothing was appended), or NULL

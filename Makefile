@@ -65,9 +65,12 @@ ALL_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 LDFLAGS    += -fsanitize=address,undefined
 endif
 
-LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c))
+# The library (libdiskimg.a: never prints, exits or installs signal
+# handlers) is everything outside src/cli/; the program is src/cli/.
+LIB_SRC  := $(sort $(shell find src -name '*.c' ! -path 'src/cli/*'))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-MAIN_OBJ := $(BUILD)/src/main.o
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOLS_SRC := $(sort $(wildcard tests/tools/*.c))
@@ -80,7 +83,7 @@ FUZZ_SECONDS ?= 60
 
 all: diskimg
 
-$(BUILD)/diskimg: $(MAIN_OBJ) $(BUILD)/libdiskimg.a
+$(BUILD)/diskimg: $(CLI_OBJ) $(BUILD)/libdiskimg.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 diskimg: $(BUILD)/diskimg
@@ -163,7 +166,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 OTHER_CC = $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),gcc,clang)
 
 # Every source through $(CC) -fsyntax-only: warnings without code generation.
-SYNTAX_SRC := $(LIB_SRC) src/main.c $(UNIT_SRC) $(TOOLS_SRC) $(FUZZ_SRC) \
+SYNTAX_SRC := $(LIB_SRC) $(CLI_SRC) $(UNIT_SRC) $(TOOLS_SRC) $(FUZZ_SRC) \
               tests/fuzz/walk.c tests/fuzz/standalone_main.c
 compile-check: $(SYNTAX_SRC:%.c=$(BUILD)/syntax/%.ok)
 

@@ -133,20 +133,8 @@ int fault_parse(const char *spec, struct fault_rule *out, int max, char *why,
     }
 }
 
-static void write_stats(void)
-{
-    FILE *f = fopen(stats_path, "w");
-    if (!f)
-        return;
-    fprintf(f, "read %lu write %lu sync %lu punch %lu\n", atomic_load(&calls[FAULT_READ]),
-            atomic_load(&calls[FAULT_WRITE]), atomic_load(&calls[FAULT_SYNC]),
-            atomic_load(&calls[FAULT_PUNCH]));
-    fclose(f);
-}
-
 static void load_rules(void)
 {
-    static bool stats_registered;
     const char *env = getenv("DISKIMG_FAULT");
     int n = fault_parse(env, rules, FAULT_MAX_RULES, bad_why, sizeof(bad_why));
 
@@ -155,10 +143,6 @@ static void load_rules(void)
     stats_path = getenv("DISKIMG_FAULT_STATS");
     if (stats_path && !*stats_path)
         stats_path = NULL;
-    if (stats_path && !stats_registered) {
-        stats_registered = true;
-        atexit(write_stats);
-    }
 }
 
 void fault_reset(void)
@@ -185,6 +169,19 @@ int fault_env_error(char *why, size_t why_len)
         return 0;
     snprintf(why, why_len, "%s", bad_why);
     return -EINVAL;
+}
+
+const char *fault_stats_path(void)
+{
+    pthread_once(&once, load_rules);
+    return stats_path;
+}
+
+void fault_format_stats(char *buf, size_t n)
+{
+    snprintf(buf, n, "read %lu write %lu sync %lu punch %lu\n",
+             atomic_load(&calls[FAULT_READ]), atomic_load(&calls[FAULT_WRITE]),
+             atomic_load(&calls[FAULT_SYNC]), atomic_load(&calls[FAULT_PUNCH]));
 }
 
 int fault_inject(enum fault_op op, size_t *len)

@@ -12,9 +12,10 @@
  *         enough to interrupt it deterministically)
  * e.g. DISKIMG_FAULT=write:3:ENOSPC,read:1+:short,write:1+:delay50
  * Without the variable every call proceeds and the cost is one branch.
- * DISKIMG_FAULT_STATS=FILE counts the calls (with or without rules) and
- * writes "read N write N sync N punch N" to FILE at exit, so that a test
- * can sweep N over every call a conversion makes.
+ * DISKIMG_FAULT_STATS=FILE counts the calls (with or without rules); the
+ * program writes "read N write N sync N punch N" to FILE at exit
+ * (fault_format_stats), so that a test can sweep N over every call a
+ * conversion makes.
  * Callers must treat EINTR and short transfers as "retry the rest", so a
  * conversion under `read:1+:EINTR` must still succeed.  To make that
  * possible, the call that follows an injected EINTR or EAGAIN on the same
@@ -44,6 +45,12 @@ int fault_active(void);
 /* -EINVAL with the reason (naming the rule) in `why` when DISKIMG_FAULT is
  * set but does not parse; 0 otherwise. */
 int fault_env_error(char *why, size_t why_len);
+
+/* The DISKIMG_FAULT_STATS file, or NULL when it is not set (or empty). */
+const char *fault_stats_path(void);
+
+/* "read N write N sync N punch N\n": the calls counted so far. */
+void fault_format_stats(char *buf, size_t n);
 
 /* One parsed rule. */
 struct fault_rule {

@@ -91,11 +91,3 @@ void diag_format(const struct diag *d, char *buf, size_t n)
     else
         snprintf(buf, n, "%s", what);
 }
-
-void diag_print(const struct diag *d, FILE *out)
-{
-    char buf[2048];
-
-    diag_format(d, buf, sizeof(buf));
-    fprintf(out, "diskimg: %s\n", buf);
-}

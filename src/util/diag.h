@@ -3,8 +3,8 @@
  * Library code (formats, io, zerodetect, convert) never prints and never exits:
  * it records what went wrong here and returns the negative errno it recorded.
  * The first failure wins, so that the message names the cause, not a
- * consequence further up the stack.  Commands print it with diag_print() and
- * choose the exit status.  Safe to call from several threads.
+ * consequence further up the stack.  The program (src/cli/) prints it with
+ * cli_report() and chooses the exit status.  Safe to call from several threads.
  */
 #ifndef DISKIMG_DIAG_H
 #define DISKIMG_DIAG_H
@@ -50,8 +50,5 @@ void diag_clear(struct diag *d);
 
 /* "FILE: what (offset N)" into buf; "what" alone when there is no file. */
 void diag_format(const struct diag *d, char *buf, size_t n);
-
-/* "diskimg: FILE: what (offset N)\n" on `out`. */
-void diag_print(const struct diag *d, FILE *out);
 
 #endif

@@ -1,5 +1,7 @@
 #include "util/jval.h"
 
+#include "util/strbuf.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,85 +163,103 @@ void jv_free(struct jval *v)
     free(v);
 }
 
-void jv_print_string(FILE *out, const char *s)
+static void put_string(struct strbuf *b, const char *s)
 {
-    fputc('"', out);
+    sb_addc(b, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '\b': fputs("\\b", out); break;
-        case '\f': fputs("\\f", out); break;
+        case '"': sb_adds(b, "\\\""); break;
+        case '\\': sb_adds(b, "\\\\"); break;
+        case '\n': sb_adds(b, "\\n"); break;
+        case '\r': sb_adds(b, "\\r"); break;
+        case '\t': sb_adds(b, "\\t"); break;
+        case '\b': sb_adds(b, "\\b"); break;
+        case '\f': sb_adds(b, "\\f"); break;
         default:
             if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
+                sb_addf(b, "\\u%04x", *p);
             else
-                fputc(*p, out);
+                sb_addc(b, (char)*p);
         }
     }
-    fputc('"', out);
+    sb_addc(b, '"');
 }
 
-static void print_scalar(FILE *out, const struct jval *v)
+static void put_scalar(struct strbuf *b, const struct jval *v)
 {
     switch (v->type) {
-    case J_NULL: fputs("null", out); break;
-    case J_BOOL: fputs(v->v.b ? "true" : "false", out); break;
-    case J_INT: fprintf(out, "%lld", (long long)v->v.i); break;
-    case J_UINT: fprintf(out, "%llu", (unsigned long long)v->v.u); break;
-    case J_DOUBLE: fprintf(out, "%.17g", v->v.d); break;
-    case J_STRING: jv_print_string(out, v->v.s); break;
+    case J_NULL: sb_adds(b, "null"); break;
+    case J_BOOL: sb_adds(b, v->v.b ? "true" : "false"); break;
+    case J_INT: sb_addf(b, "%lld", (long long)v->v.i); break;
+    case J_UINT: sb_addf(b, "%llu", (unsigned long long)v->v.u); break;
+    case J_DOUBLE: sb_addf(b, "%.17g", v->v.d); break;
+    case J_STRING: put_string(b, v->v.s); break;
     default: break;
     }
 }
 
-static void pad(FILE *out, int n)
+static void pad(struct strbuf *b, int n)
 {
     for (int i = 0; i < n; i++)
-        fputs("    ", out);
+        sb_adds(b, "    ");
 }
 
-void jv_print_json(FILE *out, const struct jval *v, int indent)
+static void put_json(struct strbuf *b, const struct jval *v, int indent)
 {
     if (v->type != J_ARRAY && v->type != J_OBJECT) {
-        print_scalar(out, v);
+        put_scalar(b, v);
         return;
     }
     bool obj = v->type == J_OBJECT;
     /* qemu prints an empty container over two lines too: "[\n    ]" */
-    fputs(obj ? "{\n" : "[\n", out);
+    sb_adds(b, obj ? "{\n" : "[\n");
     for (size_t i = 0; i < v->n; i++) {
-        pad(out, indent + 1);
+        pad(b, indent + 1);
         if (obj) {
-            jv_print_string(out, v->keys[i]);
-            fputs(": ", out);
+            put_string(b, v->keys[i]);
+            sb_adds(b, ": ");
         }
-        jv_print_json(out, v->items[i], indent + 1);
-        fputs(i + 1 < v->n ? ",\n" : "\n", out);
+        put_json(b, v->items[i], indent + 1);
+        sb_adds(b, i + 1 < v->n ? ",\n" : "\n");
     }
-    pad(out, indent);
-    fputc(obj ? '}' : ']', out);
+    pad(b, indent);
+    sb_addc(b, obj ? '}' : ']');
 }
 
-void jv_print_compact(FILE *out, const struct jval *v)
+static void put_compact(struct strbuf *b, const struct jval *v)
 {
     if (v->type != J_ARRAY && v->type != J_OBJECT) {
-        print_scalar(out, v);
+        put_scalar(b, v);
         return;
     }
     bool obj = v->type == J_OBJECT;
-    fputc(obj ? '{' : '[', out);
+    sb_addc(b, obj ? '{' : '[');
     for (size_t i = 0; i < v->n; i++) {
         if (i)
-            fputs(", ", out);
+            sb_adds(b, ", ");
         if (obj) {
-            jv_print_string(out, v->keys[i]);
-            fputs(": ", out);
+            put_string(b, v->keys[i]);
+            sb_adds(b, ": ");
         }
-        jv_print_compact(out, v->items[i]);
+        put_compact(b, v->items[i]);
     }
-    fputc(obj ? '}' : ']', out);
+    sb_addc(b, obj ? '}' : ']');
+}
+
+char *jv_to_json(const struct jval *v, int indent)
+{
+    struct strbuf b;
+
+    sb_init(&b);
+    put_json(&b, v, indent);
+    return sb_take(&b);
+}
+
+char *jv_to_compact(const struct jval *v)
+{
+    struct strbuf b;
+
+    sb_init(&b);
+    put_compact(&b, v);
+    return sb_take(&b);
 }

@@ -1,6 +1,7 @@
 /* jval: a small tree of JSON values, built by commands and drivers and
- * printed either as JSON (the layout of qemu-img --output=json: 4-space
- * indent, keys in insertion order) or as qemu-img's indented human form.
+ * turned into JSON text (the layout of qemu-img --output=json: 4-space
+ * indent, keys in insertion order) that the program prints; the program
+ * prints qemu-img's indented human form from the tree itself.
  * Out of memory never aborts: a constructor returns NULL, jv_set/jv_push
  * accept NULL (for the value or the container: the value is freed, the
  * container marked), and jv_status() tells the caller, once, before it uses
@@ -10,8 +11,8 @@
 #define DISKIMG_JVAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 enum jtype { J_NULL, J_BOOL, J_INT, J_UINT, J_DOUBLE, J_STRING, J_ARRAY, J_OBJECT };
 
@@ -54,11 +55,11 @@ void jv_free(struct jval *v);
  * building it.  Check before printing or reading a tree. */
 int jv_status(const struct jval *v);
 
-/* JSON, pretty-printed with 4-space indentation, no trailing newline. */
-void jv_print_json(FILE *out, const struct jval *v, int indent);
-/* One-line JSON (progress lines, map records). */
-void jv_print_compact(FILE *out, const struct jval *v);
-/* Write `s` as a JSON string literal. */
-void jv_print_string(FILE *out, const char *s);
+/* JSON, pretty-printed with 4-space indentation (nested `indent` levels
+ * deep), no trailing newline.  A string the caller frees, or NULL when
+ * memory ran out. */
+char *jv_to_json(const struct jval *v, int indent);
+/* One-line JSON, as jv_to_json. */
+char *jv_to_compact(const struct jval *v);
 
 #endif

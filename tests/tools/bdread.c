@@ -26,6 +26,8 @@
 #include "util/jval.h"
 #include "util/size.h"
 
+#include "toolout.h"
+
 static struct bd *bd;
 static int out_fd;
 static uint64_t chunk = 1 << 20;
@@ -133,7 +135,7 @@ int main(int argc, char **argv)
     }
     r = bd_open(&bd, argv[optind], &o, &d);
     if (r < 0) {
-        diag_print(&d, stderr);
+        tool_report(&d);
         return 1;
     }
     if (mode == 'm') {
@@ -141,9 +143,10 @@ int main(int argc, char **argv)
     } else if (mode == 'i') {
         struct jval *obj = jv_object();
         r = bd->drv->info ? bd->drv->info(bd, obj) : 0;
-        if (r == 0) {
-            jv_print_json(stdout, obj, 0);
-            putchar('\n');
+        if (r == 0 && tool_print_json(obj) < 0) {
+            jv_free(obj);
+            bd_close(bd);
+            return 1;
         }
         jv_free(obj);
     } else {
@@ -162,7 +165,7 @@ int main(int argc, char **argv)
         close(out_fd);
     }
     if (r < 0)
-        diag_print(&d, stderr);
+        tool_report(&d);
     bd_close(bd);
     return r < 0 ? 1 : 0;
 }

@@ -25,6 +25,8 @@
 #include "util/diag.h"
 #include "util/jval.h"
 
+#include "toolout.h"
+
 #define CHUNK (1u << 20)
 
 static struct bd *img;
@@ -105,7 +107,7 @@ int main(int argc, char **argv)
     }
     diag_init(&d);
     if (bd_open(&img, argv[optind], &o, &d) < 0) {
-        diag_print(&d, stderr);
+        tool_report(&d);
         return 1;
     }
     int rc = 0;
@@ -117,8 +119,8 @@ int main(int argc, char **argv)
             jv_set(obj, "backing-filename", jv_str(img->backing_name));
         if (img->drv->info && img->drv->info(img, obj) < 0)
             rc = 1;
-        jv_print_json(stdout, obj, 0);
-        printf("\n");
+        if (tool_print_json(obj) < 0)
+            rc = 1;
         jv_free(obj);
     } else if (map) {
         for (uint64_t off = 0; off < img->size;) {
@@ -188,7 +190,7 @@ int main(int argc, char **argv)
             close(out_fd);
     }
     if (rc && d.err)
-        diag_print(&d, stderr);
+        tool_report(&d);
     bd_close(img);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 struct diag;
+struct jval;
 
 /* "diskimg: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -13,6 +14,10 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Print the recorded failure ("diskimg: FILE: what (offset N)"). */
 void cli_report(const struct diag *d);
+
+/* `v` as JSON (jval.h) and a newline on stdout.  -ENOMEM (nothing printed)
+ * when memory ran out, else 0. */
+int cli_print_json(const struct jval *v);
 
 /* For a bad command line: message, then "Try 'diskimg CMD --help'". Returns 1. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

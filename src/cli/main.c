@@ -1,5 +1,6 @@
 /* diskimg: dispatch to one subcommand. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -57,12 +58,29 @@ static const char usage_text[] =
     "Sizes take the suffixes K, M, G, T, P, E (powers of 1024).\n"
     "Exit status: 0 success, 1 error (details per command in diskimg(1)).\n";
 
+/* DISKIMG_FAULT_STATS (io/fault.h): the counts of the calls, at exit. */
+static void write_fault_stats(void)
+{
+    const char *path = fault_stats_path();
+    char text[256];
+    FILE *f;
+
+    if (!path || !(f = fopen(path, "w")))
+        return;
+    fault_format_stats(text, sizeof(text));
+    fputs(text, f);
+    fclose(f);
+}
+
 int main(int argc, char **argv)
 {
     char why[256];
 
     /* the test-only fault injector: a bad rule stops the run before any I/O */
-    if (fault_env_error(why, sizeof(why)) < 0) {
+    int bad_fault = fault_env_error(why, sizeof(why));
+    if (fault_stats_path())
+        atexit(write_fault_stats);
+    if (bad_fault < 0) {
         cli_error("DISKIMG_FAULT: %s", why);
         return 1;
     }

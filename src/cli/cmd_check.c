@@ -93,10 +93,8 @@ static int print_json(const struct bd_check_result *r, const char *filename,
     jv_set(o, "format", jv_str(format));
     set_nonzero(o, "fragmented-clusters", r->fragmented_clusters);
     int st = jv_status(o);
-    if (st == 0) {
-        jv_print_json(stdout, o, 0);
-        putchar('\n');
-    }
+    if (st == 0)
+        st = cli_print_json(o);
     jv_free(o);
     return st;
 }

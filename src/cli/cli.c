@@ -1,10 +1,13 @@
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/diag.h"
+#include "util/jval.h"
 #include "util/size.h"
 
 const char *const cli_version_text =
@@ -33,7 +36,22 @@ void cli_warn(const char *fmt, ...)
 
 void cli_report(const struct diag *d)
 {
-    diag_print(d, stderr);
+    char buf[2048];
+
+    diag_format(d, buf, sizeof(buf));
+    fprintf(stderr, "diskimg: %s\n", buf);
+}
+
+int cli_print_json(const struct jval *v)
+{
+    char *text = jv_to_json(v, 0);
+
+    if (!text)
+        return -ENOMEM;
+    fputs(text, stdout);
+    putchar('\n');
+    free(text);
+    return 0;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -252,8 +252,12 @@ int cmd_info(int argc, char **argv)
         return 1;
     }
     if (json) {
-        jv_print_json(stdout, chain ? all : all->items[0], 0);
-        putchar('\n');
+        if (cli_print_json(chain ? all : all->items[0]) < 0) {
+            cli_error("%s: out of memory", bd->filename);
+            jv_free(all);
+            bd_close(bd);
+            return 1;
+        }
     } else {
         for (size_t i = 0; i < all->n; i++) {
             if (i)

@@ -53,10 +53,8 @@ static int print_result(const struct bd_measure *m, int json)
         jv_set(o, "required", jv_uint(m->required));
         jv_set(o, "fully-allocated", jv_uint(m->fully_allocated));
         int st = jv_status(o);
-        if (st == 0) {
-            jv_print_json(stdout, o, 0);
-            putchar('\n');
-        }
+        if (st == 0)
+            st = cli_print_json(o);
         jv_free(o);
         return st;
     }

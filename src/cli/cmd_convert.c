@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "convert.h"
 #include "formats/bd.h"
+#include "formats/registry.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "outfile.h"
@@ -220,6 +221,26 @@ static int parse_args(int argc, char **argv, struct args *a)
     return 0;
 }
 
+/* "-O a, -O b or -O c": the registered formats with every bit of `caps`. */
+static void format_list(unsigned caps, char *buf, size_t len)
+{
+    size_t n = 0, used = 0;
+
+    for (size_t i = 0; bd_drivers[i]; i++)
+        n += (bd_drivers[i]->caps & caps) == caps;
+    buf[0] = 0;
+    for (size_t i = 0, k = 0; bd_drivers[i] && used < len; i++) {
+        if ((bd_drivers[i]->caps & caps) != caps)
+            continue;
+        k++;
+        int w = snprintf(buf + used, len - used, "%s-O %s",
+                         k == 1 ? "" : k == n ? " or " : ", ", bd_drivers[i]->name);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
 static unsigned online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -359,7 +380,7 @@ int cmd_convert(int argc, char **argv)
         cli_error("the sources are too large together (more than 2^64 bytes)");
         goto fail;
     }
-    if (size_unknown && strcmp(odrv->name, "raw") != 0) {
+    if (size_unknown && !(odrv->caps & BD_CAP_UNKNOWN_SIZE)) {
         cli_error("%s: the size of a raw stream is not known in advance; convert it "
                   "with -O raw (or from a file) to get %s output", a.srcs[0], odrv->name);
         goto fail_quiet;
@@ -414,7 +435,7 @@ int cmd_convert(int argc, char **argv)
             tdrv = NULL;
         bfile_close(pf);
         if (tdrv && tdrv != odrv) {
-            bool into = strcmp(tdrv->name, "qcow2") == 0;
+            bool into = tdrv->caps & BD_CAP_INPLACE;
             cli_error("%s: the target is a %s image and -n without -O would overwrite it "
                       "as raw; %s%s%s, or -O raw to replace it", a.dst, tdrv->name,
                       into ? "pass -O " : "writing into an existing ", tdrv->name,
@@ -422,16 +443,16 @@ int cmd_convert(int argc, char **argv)
             goto fail_quiet;
         }
     }
-    /* a pipe as output: raw, qcow2 and vmdk (streamOptimized; the vmdk
-     * driver's create() refuses the other subformats with a hint) */
-    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "raw") != 0 &&
-        strcmp(odrv->name, "qcow2") != 0 && strcmp(odrv->name, "vmdk") != 0) {
-        cli_error("%s output to a pipe is not supported; use -O raw, -O qcow2 or -O vmdk",
-                  odrv->name);
+    /* a pipe as output: the formats that say they can (a driver's create()
+     * may still refuse a subformat, with a hint) */
+    if (of.f->kind == BFILE_STREAM && !(odrv->caps & BD_CAP_STREAM_OUT)) {
+        char list[256];
+        format_list(BD_CAP_STREAM_OUT, list, sizeof(list));
+        cli_error("%s output to a pipe is not supported; use %s", odrv->name, list);
         goto fail_quiet;
     }
-    /* qcow2 to a pipe reads the sources twice (plan, then write) */
-    if (of.f->kind == BFILE_STREAM && strcmp(odrv->name, "qcow2") == 0 && sequential) {
+    /* e.g. qcow2 to a pipe reads the sources twice (plan, then write) */
+    if (of.f->kind == BFILE_STREAM && (odrv->caps & BD_CAP_STREAM_TWO_PASS) && sequential) {
         cli_error("%s output to a pipe needs a seekable source (it reads it twice)",
                   odrv->name);
         goto fail_quiet;
@@ -470,8 +491,8 @@ int cmd_convert(int argc, char **argv)
         .src = src, .nsrc = (size_t)a.nsrcs, .out = out, .out_backing = out_backing,
         .sparse_size = a.sparse, .threads = online_cpus(), .inflight = 2 * a.m,
         .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM &&
-                        !out->out_in_order,
-        .compress = a.compress || out->out_compressed, .sequential = sequential, .ioq = ioq,
+                        !(out->drv->caps & BD_CAP_IN_ORDER),
+        .compress = a.compress || (out->drv->caps & BD_CAP_ALL_COMPRESSED), .sequential = sequential, .ioq = ioq,
         .salvage = a.salvage, .src_diag = &src_d,
         .progress = pass_progress_update, .progress_opaque = &pp,
     };

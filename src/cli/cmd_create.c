@@ -13,8 +13,6 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
-#include "formats/qcow2_write.h"
-#include "formats/vmdk_write.h"
 #include "io/bfile.h"
 #include "outfile.h"
 #include "util/diag.h"
@@ -144,50 +142,18 @@ static int backing_size(const struct args *a, const char *path, uint64_t *size,
     return r;
 }
 
-/* qemu-img's "Formatting ..." line. */
-static void print_formatting(const struct args *a, uint64_t size)
+/* qemu-img's "Formatting ..." line; the driver says what follows fmt=. */
+static void print_formatting(const struct args *a, const struct bd_driver *drv, uint64_t size)
 {
-    printf("Formatting '%s', fmt=%s", a->img, a->fmt);
-    if (strcmp(a->fmt, "vmdk") == 0) {
-        char opts[512];
-        vmdkw_formatting_opts(&a->o, a->backing, a->backing_fmt, opts, sizeof(opts));
-        printf(" size=%llu%s\n", (unsigned long long)size, opts);
-        return;
-    }
-    if (strcmp(a->fmt, "qcow2") != 0) {
-        printf(" size=%llu\n", (unsigned long long)size);
-        return;
-    }
-    /* parse a copy: the real parse happens in the driver */
-    struct kvopts o = { 0 };
-    struct qcow2w_params p;
-    struct bd_create_opts co = { .size = size, .o = &o, .backing_file = a->backing,
-                                 .backing_fmt = a->backing_fmt };
-    char err[256];
-    int r = 0;
-    for (size_t i = 0; i < a->o.n && r == 0; i++)
-        r = kvopts_set(&o, a->o.v[i].key, a->o.v[i].val);
-    if (r == 0 && qcow2w_parse_params(&o, &co, &p, err, sizeof(err)) == 0) {
-        static const char *const pre[] = { "off", "metadata", "falloc", "full" };
-        printf(" cluster_size=%u extended_l2=%s", 1u << p.cluster_bits,
-               p.extended_l2 ? "on" : "off");
-        if (p.has_prealloc)
-            printf(" preallocation=%s", pre[p.prealloc]);
-        printf(" compression_type=%s size=%llu",
-               p.compression_type ? "zstd" : "zlib", (unsigned long long)size);
-        if (p.backing_file)
-            printf(" backing_file=%s", p.backing_file);
-        if (p.backing_fmt)
-            printf(" backing_fmt=%s", p.backing_fmt);
-        if (p.has_compat)
-            printf(" compat=%s", p.version >= 3 ? "1.1" : "0.10");
-        printf(" lazy_refcounts=%s refcount_bits=%u", p.lazy_refcounts ? "on" : "off",
-               1u << p.refcount_order);
-    } else {
-        printf(" size=%llu", (unsigned long long)size);
-    }
-    putchar('\n');
-    kvopts_free(&o);
+    struct bd_create_opts co = { .size = size, .o = (struct kvopts *)&a->o,
+                                 .backing_file = a->backing, .backing_fmt = a->backing_fmt };
+    char line[1024];
+
+    if (drv->describe_create)
+        drv->describe_create(&co, line, sizeof(line));
+    else
+        snprintf(line, sizeof(line), " size=%llu", (unsigned long long)size);
+    printf("Formatting '%s', fmt=%s%s\n", a->img, a->fmt, line);
 }
 
 static void print_warning(void *opaque, const char *file, int64_t offset, const char *msg)
@@ -256,8 +222,8 @@ int cmd_create(int argc, char **argv)
         a.backing = ob;
     if (!a.backing_fmt)
         a.backing_fmt = of_;
-    if (a.backing && strcmp(a.fmt, "raw") == 0) {
-        cli_error("%s: Backing file not supported for file format 'raw'", a.img);
+    if (a.backing && !(drv->caps & BD_CAP_BACKING)) {
+        cli_error("%s: Backing file not supported for file format '%s'", a.img, a.fmt);
         goto fail_args;
     }
     if (a.backing && !a.backing_fmt) {
@@ -305,7 +271,7 @@ int cmd_create(int argc, char **argv)
         goto fail_args;
     }
     if (!a.quiet)
-        print_formatting(&a, size);
+        print_formatting(&a, drv, size);
     fflush(stdout);
     size += -size & 511;        /* whole sectors, as qemu-img */
 

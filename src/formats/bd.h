@@ -126,11 +126,35 @@ struct bd_measure {
 
 struct bd;
 
+/* What a driver's output side can do (bd_driver.caps), so that no command
+ * decides by a driver's name.  STREAM_OUT, STREAM_TWO_PASS, UNKNOWN_SIZE,
+ * INPLACE and BACKING describe a format (the registered drivers);
+ * ALL_COMPRESSED and IN_ORDER the writer that create() returns. */
+#define BD_CAP_STREAM_OUT      0x01  /* can be written to a pipe */
+#define BD_CAP_STREAM_TWO_PASS 0x02  /* ... only from a seekable source: the
+                                        content is read twice (next_pass) */
+#define BD_CAP_UNKNOWN_SIZE    0x04  /* takes a source whose size is known
+                                        only at its end (raw from a pipe) */
+#define BD_CAP_INPLACE         0x08  /* convert -n -O FMT writes into an
+                                        existing image of this format */
+#define BD_CAP_BACKING         0x40  /* a new image can name a backing file */
+#define BD_CAP_ALL_COMPRESSED  0x10  /* writer: every data granule goes through
+                                        compress(), -c or not */
+#define BD_CAP_IN_ORDER        0x20  /* writer: writes must come in offset
+                                        order (no -W) */
+
 struct bd_driver {
     const char *name;
+    unsigned caps;             /* BD_CAP_* above */
 
     /* What `-o help` prints for this output format (NULL: no options). */
     const char *create_options_help;
+
+    /* Optional: the options of qemu-img create's "Formatting 'F', fmt=X..."
+     * line for this format, written into buf as " k=v k=v ..." (qemu-img's
+     * keys and order, size included).  Reads o->o without marking keys.
+     * NULL: the line is " size=N". */
+    void (*describe_create)(const struct bd_create_opts *o, char *buf, size_t len);
 
     /* 0 = not this format; higher = more certain.  `head` holds the first
      * bytes of the file (up to 64 KiB, fewer if the file is shorter). */
@@ -232,11 +256,6 @@ struct bd {
      * chain's total (the image an archive hands out counts in the archive). */
     uint64_t table_bytes;
     uint64_t chain_table_bytes;
-
-    /* Set by create() for formats that need it (vmdk streamOptimized): */
-    bool out_compressed;       /* every data granule goes through compress(),
-                                  -c or not (grains are always compressed) */
-    bool out_in_order;         /* writes must come in offset order (no -W) */
 };
 
 /* Initialise the base fields (drivers call this in open/create). */

@@ -168,6 +168,8 @@ fail:
 
 const struct bd_driver bd_qcow2 = {
     .name = "qcow2",
+    /* to a pipe: the layout is planned in a first pass over the content */
+    .caps = BD_CAP_STREAM_OUT | BD_CAP_STREAM_TWO_PASS | BD_CAP_INPLACE | BD_CAP_BACKING,
     .probe = qcow2_probe,
     .open = qcow2_open,
     .block_status = qcow2_block_status,
@@ -178,6 +180,7 @@ const struct bd_driver bd_qcow2 = {
     .resize = qcow2_resize,
     /* writing: a new image is a bd_qcow2_out (qcow2_write.c) */
     .create_options_help = qcow2w_options_help,
+    .describe_create = qcow2w_describe_create,
     .create = qcow2w_create,
     .compress = qcow2w_compress,
     .measure = qcow2_measure,

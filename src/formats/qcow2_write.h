@@ -68,6 +68,11 @@ struct qcow2w_params {
 int qcow2w_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
                         struct qcow2w_params *p, char *err, size_t errlen);
 
+/* qemu-img create's "Formatting ..." options for qcow2 (bd_driver
+ * describe_create): " cluster_size=... size=N ... refcount_bits=16", or
+ * " size=N" when the options do not parse (create then says why). */
+void qcow2w_describe_create(const struct bd_create_opts *co, char *buf, size_t len);
+
 /* `-o help` text for qcow2 output (qemu-img's wording). */
 extern const char qcow2w_options_help[];
 

@@ -227,3 +227,54 @@ const char qcow2w_options_help[] =
     "  preallocation=<str>    - Preallocation mode (allowed values: off, metadata, falloc, full)\n"
     "  refcount_bits=<num>    - Width of a reference count entry in bits (1..64, default 16)\n"
     "  size=<size>            - Virtual disk size\n";
+
+/* Appends to buf like snprintf at buf + *used; stops quietly when full. */
+__attribute__((format(printf, 4, 5)))
+static void put(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (*used >= len)
+        return;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *used += (size_t)n < len - *used ? (size_t)n : len - *used;
+}
+
+void qcow2w_describe_create(const struct bd_create_opts *co, char *buf, size_t len)
+{
+    static const char *const pre[] = { "off", "metadata", "falloc", "full" };
+    /* parse a copy: the keys the real parse takes must stay unmarked */
+    struct kvopts o = { 0 };
+    struct qcow2w_params p;
+    char err[256];
+    size_t used = 0;
+    int r = 0;
+
+    if (!len)
+        return;
+    buf[0] = 0;
+    for (size_t i = 0; co->o && i < co->o->n && r == 0; i++)
+        r = kvopts_set(&o, co->o->v[i].key, co->o->v[i].val);
+    if (r == 0 && qcow2w_parse_params(&o, co, &p, err, sizeof(err)) == 0) {
+        put(buf, len, &used, " cluster_size=%u extended_l2=%s", 1u << p.cluster_bits,
+            p.extended_l2 ? "on" : "off");
+        if (p.has_prealloc)
+            put(buf, len, &used, " preallocation=%s", pre[p.prealloc]);
+        put(buf, len, &used, " compression_type=%s size=%llu",
+            p.compression_type ? "zstd" : "zlib", (unsigned long long)co->size);
+        if (p.backing_file)
+            put(buf, len, &used, " backing_file=%s", p.backing_file);
+        if (p.backing_fmt)
+            put(buf, len, &used, " backing_fmt=%s", p.backing_fmt);
+        if (p.has_compat)
+            put(buf, len, &used, " compat=%s", p.version >= 3 ? "1.1" : "0.10");
+        put(buf, len, &used, " lazy_refcounts=%s refcount_bits=%u",
+            p.lazy_refcounts ? "on" : "off", 1u << p.refcount_order);
+    } else {
+        put(buf, len, &used, " size=%llu", (unsigned long long)co->size);
+    }
+    kvopts_free(&o);
+}

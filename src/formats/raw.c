@@ -430,6 +430,7 @@ static int raw_measure(struct kvopts *o, uint64_t size, struct bd *src,
 
 const struct bd_driver bd_raw = {
     .name = "raw",
+    .caps = BD_CAP_STREAM_OUT | BD_CAP_UNKNOWN_SIZE,
     .create_options_help =
         "Supported raw options:\n"
         "  preallocation=<str>    - Preallocation mode (allowed values: off)\n"

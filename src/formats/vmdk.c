@@ -565,6 +565,7 @@ static int vmdk_info(struct bd *bd, struct jval *obj)
 
 const struct bd_driver bd_vmdk = {
     .name = "vmdk",
+    .caps = BD_CAP_STREAM_OUT | BD_CAP_BACKING,   /* to a pipe: streamOptimized only */
     .probe = vmdk_probe,
     .open = vmdk_open,
     .block_status = vmdk_block_status,
@@ -574,6 +575,7 @@ const struct bd_driver bd_vmdk = {
     .check = vmdk_check,
     /* writing: a new image is written by vmdk_write*.c */
     .create_options_help = vmdkw_options_help,
+    .describe_create = vmdkw_describe_create,
     .create = vmdkw_create,
     .compress = vmdkw_compress,
 };

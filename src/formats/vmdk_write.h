@@ -98,11 +98,10 @@ int vmdkw_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
 /* `-o help` text for vmdk output (qemu-img's wording). */
 extern const char vmdkw_options_help[];
 
-/* qemu-img create's "Formatting ..." options for vmdk (after "size=N"):
- * " adapter_type=... compat6=off hwversion=undefined ..." into buf; -b and
- * -F (or NULL) stand for backing_file and backing_fmt. */
-void vmdkw_formatting_opts(const struct kvopts *kv, const char *backing,
-                           const char *backing_fmt, char *buf, size_t len);
+/* qemu-img create's "Formatting ..." options for vmdk (bd_driver
+ * describe_create): " size=N adapter_type=... compat6=off hwversion=undefined
+ * ..."; co's -b and -F stand for backing_file and backing_fmt. */
+void vmdkw_describe_create(const struct bd_create_opts *co, char *buf, size_t len);
 
 const char *vmdkw_subformat_name(enum vmdkw_subformat s);
 

@@ -159,16 +159,23 @@ int vmdkw_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
     return 0;
 }
 
-void vmdkw_formatting_opts(const struct kvopts *kv, const char *backing,
-                           const char *backing_fmt, char *buf, size_t len)
+void vmdkw_describe_create(const struct bd_create_opts *co, char *buf, size_t len)
 {
+    const struct kvopts *kv = co->o;
+    const char *backing = co->backing_file, *backing_fmt = co->backing_fmt;
     /* qemu-img's order; compat6 and hwversion always, the rest when given */
     static const char *const keys[] = { "adapter_type", "backing_file", "backing_fmt",
                                          "compat6", "hwversion", "toolsversion",
                                          "subformat", "zeroed_grain" };
     size_t used = 0;
+    int n0;
 
+    if (!len)
+        return;
     buf[0] = 0;
+    if ((n0 = snprintf(buf, len, " size=%llu", (unsigned long long)co->size)) < 0)
+        return;
+    used = (size_t)n0;
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && used < len; i++) {
         const char *v = NULL;
         for (size_t j = 0; kv && j < kv->n; j++)   /* the last value wins; do not mark */

@@ -241,8 +241,6 @@ int vmdkw_stream_create(struct bd **out, struct bfile *f, const struct bd_create
     w->p = *p;
     w->bd.size = p->size;
     w->bd.granule = VMDKW_GRAIN_BYTES;
-    w->bd.out_compressed = true;
-    w->bd.out_in_order = true;
     w->pipe = f->kind == BFILE_STREAM;
     w->durable = o->durable && !w->pipe;
     w->cid = vmdkw_new_cid();
@@ -541,6 +539,7 @@ ssize_t vmdkw_compress(struct bd *bd, const void *in, size_t len, void *out, siz
 
 const struct bd_driver bd_vmdkw_stream = {
     .name = "vmdk",
+    .caps = BD_CAP_ALL_COMPRESSED | BD_CAP_IN_ORDER,   /* grains are always deflated */
     .create_options_help = vmdkw_options_help,
     .create = vmdkw_create,
     .pwrite = st_pwrite,

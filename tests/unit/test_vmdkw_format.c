@@ -209,12 +209,16 @@ static void test_descriptor(void)
     /* create's "Formatting" options, in qemu-img's order */
     struct kvopts f = { 0 };
     kvopts_parse(&f, "subformat=streamOptimized,zeroed_grain=yes,adapter_type=ide", err, sizeof(err));
-    vmdkw_formatting_opts(&f, NULL, NULL, buf, sizeof(buf));
-    CHECK(strcmp(buf, " adapter_type=ide compat6=off hwversion=undefined "
+    struct bd_create_opts fc = { .size = 1048576, .o = &f };
+    vmdkw_describe_create(&fc, buf, sizeof(buf));
+    CHECK(strcmp(buf, " size=1048576 adapter_type=ide compat6=off hwversion=undefined "
                       "subformat=streamOptimized zeroed_grain=on") == 0);
-    vmdkw_formatting_opts(&f, "b.vmdk", "vmdk", buf, sizeof(buf));
-    CHECK(strcmp(buf, " adapter_type=ide backing_file=b.vmdk backing_fmt=vmdk compat6=off "
-                      "hwversion=undefined subformat=streamOptimized zeroed_grain=on") == 0);
+    fc.backing_file = "b.vmdk";
+    fc.backing_fmt = "vmdk";
+    vmdkw_describe_create(&fc, buf, sizeof(buf));
+    CHECK(strcmp(buf, " size=1048576 adapter_type=ide backing_file=b.vmdk backing_fmt=vmdk "
+                      "compat6=off hwversion=undefined subformat=streamOptimized "
+                      "zeroed_grain=on") == 0);
     kvopts_free(&f);
 }
 
@@ -265,7 +269,8 @@ static void test_header_last(const char *sub)
         CHECK(bfile_open(&f, path, BFILE_O_RDWR, &d) == 0);
         calls = 0;
         CHECK(vmdkw_create(&bd, f, &co, &d) == 0);
-        CHECK(bd->out_compressed && bd->out_in_order);
+        CHECK((bd->drv->caps & (BD_CAP_ALL_COMPRESSED | BD_CAP_IN_ORDER)) ==
+              (BD_CAP_ALL_COMPRESSED | BD_CAP_IN_ORDER));
         CHECK(bd->drv->pwrite(bd, buf, 65536, 0, done_cb, &calls) == 0);
         ssize_t c = bd->drv->compress(bd, buf, 65536 + 1000, buf + 2 * 65536, 65536);
         CHECK(c == -EINVAL);    /* more than a grain */

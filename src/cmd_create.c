@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/write.h"
 #include "formats/vmdk_write.h"
 #include "io/bfile.h"
 #include "outfile.h"

@@ -23,8 +23,8 @@
 #include <zlib.h>
 
 #include "formats/deflate_ctx.h"
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/write.h"
 
 #define ZLIB_WINDOW_BITS 12      /* qemu inflates with a 4 KiB window */
 #define ZLIB_MEM_LEVEL 9

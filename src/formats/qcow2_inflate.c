@@ -20,7 +20,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 
 struct qcow2_inflater {
     uint8_t type;

@@ -1,6 +1,6 @@
 #include "formats/registry.h"
 
-#include "formats/qcow2.h"
+#include "formats/qcow2/qcow2.h"
 #include "formats/vmdk.h"
 
 const struct bd_driver *const bd_drivers[] = {

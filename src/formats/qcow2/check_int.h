@@ -1,5 +1,5 @@
-/* qcow2 check and repair: the state shared by qcow2_check.c (recount and
- * compare, as `qemu-img check`) and qcow2_repair.c (the writes of
+/* qcow2 check and repair: the state shared by check.c (recount and
+ * compare, as `qemu-img check`) and repair.c (the writes of
  * `check -r`).  Not for other modules. */
 #ifndef DISKIMG_QCOW2_CHECK_INT_H
 #define DISKIMG_QCOW2_CHECK_INT_H
@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 
 #define QCOW2_CHECK_MAX_CLUSTERS (16u << 20)   /* 32 MiB of counters */
 /* L2 entries one check may visit in all (each L1 table's L2 tables, and
@@ -103,12 +103,12 @@ struct chk {
 void qcow2_chk_warn(struct chk *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* qcow2_check.c */
+/* check.c */
 int qcow2_chk_grow(struct chk *c, uint64_t n);
 /* Whether guest data uses the cluster holding file offset `off`. */
 bool qcow2_chk_data_at(const struct chk *c, uint64_t off);
 
-/* qcow2_repair.c -- each returns 0 or a negative errno (recorded) */
+/* repair.c -- each returns 0 or a negative errno (recorded) */
 /* Before the first write: mark a v3 image dirty and sync. */
 int qcow2_repair_begin(struct chk *c);
 /* After the last: sync, then clear the dirty and corrupt bits when nothing

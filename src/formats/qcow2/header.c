@@ -6,7 +6,7 @@
  * 65536 snapshots, backing file names up to 1023 bytes, backing format
  * names up to 15 bytes.
  */
-#include "formats/qcow2.h"
+#include "formats/qcow2/qcow2.h"
 
 #include <errno.h>
 #include <inttypes.h>

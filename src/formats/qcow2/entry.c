@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "util/diag.h"
 
 #define BAD(...) diag_fail(d, -EINVAL, path, (int64_t)where, __VA_ARGS__)

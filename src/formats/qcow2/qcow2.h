@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "formats/bd.h"
-#include "formats/qcow2_format.h"
+#include "formats/qcow2/format.h"
 
 struct diag;
 

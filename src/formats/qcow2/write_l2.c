@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_write_priv.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/write_priv.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 

@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2.h"
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_rcentry.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/qcow2.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/refcount_entry.h"
+#include "formats/qcow2/write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_rc.h"
-#include "formats/qcow2_rcentry.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/refcount.h"
+#include "formats/qcow2/refcount_entry.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -1,5 +1,5 @@
-/* qcow2 reader internals: shared by qcow2*.c, not by the rest of the program
- * (unit tests include it to reach the pure decode functions). */
+/* qcow2 reader internals: shared by the files of formats/qcow2, not by the rest of
+ * the program (unit tests include it to reach the pure decode functions). */
 #ifndef DISKIMG_QCOW2_INT_H
 #define DISKIMG_QCOW2_INT_H
 
@@ -10,12 +10,12 @@
 
 #include "formats/bd.h"
 #include "formats/metamap.h"
-#include "formats/qcow2.h"
+#include "formats/qcow2/qcow2.h"
 
 struct bfile;
 struct diag;
 
-/* --- L1/L2 entries (qcow2_entry.c, pure) ---------------------------------- */
+/* --- L1/L2 entries (entry.c, pure) ---------------------------------- */
 
 enum qcow2_kind {
     QK_UNALLOC,     /* not here: backing file, or zeros */
@@ -66,7 +66,7 @@ int qcow2_l2_entry_decode(const struct qcow2_header *h, bool data_file, uint64_t
 /* Kind of subcluster `sc` (0..31) of a decoded extended entry. */
 enum qcow2_kind qcow2_l2e_subcluster(const struct qcow2_l2e *e, unsigned sc);
 
-/* --- L2 table cache (qcow2_l2cache.c) ------------------------------------- */
+/* --- L2 table cache (l2cache.c) ------------------------------------- */
 
 struct qcow2_l2cache;
 
@@ -130,7 +130,7 @@ void qcow2_inflate_pool_destroy(struct qcow2_inflate_pool *p);
 struct qcow2_inflate_slot *qcow2_inflate_pool_take(struct qcow2_inflate_pool *p);
 void qcow2_inflate_pool_give(struct qcow2_inflate_pool *p, struct qcow2_inflate_slot *s);
 
-/* --- snapshots (qcow2_snapshot.c) ------------------------------------------ */
+/* --- snapshots (snapshot.c) ------------------------------------------ */
 
 struct qcow2_snapshot {
     uint64_t entry_offset;      /* where the table entry is */
@@ -154,7 +154,7 @@ int qcow2_snapshot_decode(const struct qcow2_header *h, const uint8_t *buf, size
                           struct diag *d, const char *path);
 void qcow2_snapshot_clear(struct qcow2_snapshot *sn);
 
-/* --- persistent bitmaps (qcow2_bitmap.c) -------------------------------------- */
+/* --- persistent bitmaps (bitmap.c) -------------------------------------- */
 
 #define QCOW2_BME_IN_USE   (1u << 0)
 #define QCOW2_BME_AUTO     (1u << 1)
@@ -215,7 +215,7 @@ struct qcow2 {
 
     int prealloc;                   /* qcow2_metadata_prealloc(): 0 not yet known */
 
-    /* where the metadata is (qcow2_meta.c): data pointing there is refused */
+    /* where the metadata is (meta.c): data pointing there is refused */
     struct metamap meta;
     uint64_t *l2s;                  /* L2 table offsets, sorted, unique */
     size_t nl2s;
@@ -227,17 +227,17 @@ static inline struct qcow2 *to_qcow2(struct bd *bd)
     return (struct qcow2 *)bd;
 }
 
-/* qcow2.c: before an image is changed in place (resize, convert -n):
+/* open.c: before an image is changed in place (resize, convert -n):
  * refuse one with the dirty bit or the corrupt bit set -- its refcounts
  * cannot be trusted until check -r has run. */
 int qcow2_refuse_unclean(struct qcow2 *q);
 
-/* qcow2_snapshot.c */
+/* snapshot.c */
 int qcow2_read_snapshots(struct qcow2 *q);
 /* Select the snapshot named by `spec` (NAME, snapshot.name=, snapshot.id=). */
 int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
 
-/* qcow2_meta.c: the metadata map, built at open (after the snapshots and
+/* meta.c: the metadata map, built at open (after the snapshots and
  * bitmaps are read); _add_l2s adds the L2 tables of the L1 table loaded
  * now (a snapshot's); _find: a metadata range overlapping [off, off+len)
  * of the image file (never for a data file's offsets); _refuse: the same
@@ -250,23 +250,23 @@ bool qcow2_meta_find(const struct qcow2 *q, uint64_t off, uint64_t len,
 int qcow2_meta_refuse(struct qcow2 *q, uint64_t host, uint64_t len, uint64_t guest,
                       bool compressed);
 
-/* qcow2_prealloc.c: does the image look metadata-preallocated, by qemu's
+/* prealloc.c: does the image look metadata-preallocated, by qemu's
  * rule (decides file holes under data clusters are reported as zeros) */
 int qcow2_metadata_prealloc(struct qcow2 *q);   /* 1, 0, or -errno */
 
-/* qcow2_read.c */
+/* read.c */
 int qcow2_load_l1(struct qcow2 *q, uint64_t offset, uint32_t entries, uint32_t loaded);
 int qcow2_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent *e);
 int qcow2_pread(struct bd *bd, void *buf, size_t len, uint64_t off);
 
-/* qcow2_bitmap.c: read and decode the directory into q->bitmaps (none:
+/* bitmap.c: read and decode the directory into q->bitmaps (none:
  * NULL, 0), at open; each table must lie inside the file */
 int qcow2_read_bitmaps(struct qcow2 *q);
 
-/* qcow2_info.c */
+/* info.c */
 int qcow2_info(struct bd *bd, struct jval *obj);
 
-/* qcow2_check.c */
+/* check.c */
 int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);
 /* Before an image is changed in place by what trusts its refcounts and
  * copied flags (resize, convert -n): check it (silently) and refuse one
@@ -274,7 +274,7 @@ int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);
  * message ("shrinking it").  Leaks are fine. */
 int qcow2_check_sound(struct qcow2 *q, const char *doing);
 
-/* qcow2_resize.c: bd_driver.resize (the image opened for writing) */
+/* resize.c: bd_driver.resize (the image opened for writing) */
 int qcow2_resize(struct bd *bd, uint64_t new_size, bool shrink);
 
 #endif

@@ -13,9 +13,9 @@
  * first comparison reports; then leaks are lowered (-r leaks) and
  * refcounts too low raised (-r all) in place, or, when a used cluster has
  * refcount 0 or the refcount table itself is damaged, the whole refcount
- * structure is rebuilt from the counters (-r all; qcow2_repair.c) and the
+ * structure is rebuilt from the counters (-r all; repair.c) and the
  * old one freed; misaligned preallocated clusters become zero clusters and
- * copied flags are set right.  The writes are in qcow2_repair.c.  A repair
+ * copied flags are set right.  The writes are in repair.c.  A repair
  * is only as good as its count, so the image is counted once before it
  * (silently, writing nothing) and a count that met errors -- a reference
  * missed makes a used cluster look free -- refuses the repair.
@@ -32,12 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"
 
-#include "formats/qcow2_check_int.h"
+#include "formats/qcow2/check_int.h"
 
 #define L1_CHUNK 8192                          /* L1 entries read at a time */
 

@@ -18,8 +18,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/read_int.h"
 #include "io/bfile.h"
 #include "util/endian.h"
 

@@ -1,4 +1,4 @@
-/* qcow2 repair (check -r): the writes.  qcow2_check.c decides what to fix
+/* qcow2 repair (check -r): the writes.  check.c decides what to fix
  * (in qemu-img check's order, with its messages); this file changes the
  * image.
  *
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/qcow2_check_int.h"
-#include "formats/qcow2_rcentry.h"
+#include "formats/qcow2/check_int.h"
+#include "formats/qcow2/refcount_entry.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/write.h"
 
 #define FEATURE_ENTRY 48
 

@@ -1,19 +1,20 @@
 /* qcow2 driver: probe, open, close (reading side); the writing side is
- * qcow2_write*.c (create() returns a bd of its own driver, bd_qcow2_out).
+ * write*.c (create() returns a bd of its own driver, bd_qcow2_out).
  *
  * open() decodes and validates the header, loads the L1 table being read
  * (bounded by the virtual size, by qemu's 32 MiB limit and by the file
  * size), reads the snapshot table, opens the external data file and the
  * backing file through bd_open_ref*() (which applies the folder policy),
- * and selects a snapshot when asked.  Reading is in qcow2_read.c.
+ * and selects a snapshot when asked.  Reading is in read.c.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_int.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/measure.h"
+#include "formats/qcow2/read_int.h"
+#include "formats/qcow2/write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 
@@ -176,7 +177,7 @@ const struct bd_driver bd_qcow2 = {
     .info = qcow2_info,
     .check = qcow2_check,
     .resize = qcow2_resize,
-    /* writing: a new image is a bd_qcow2_out (qcow2_write.c) */
+    /* writing: a new image is a bd_qcow2_out (write.c) */
     .create_options_help = qcow2w_options_help,
     .create = qcow2w_create,
     .compress = qcow2w_compress,

@@ -2,7 +2,7 @@
  * ("format-specific" data keys in the order qemu prints them). */
 #include <errno.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "util/jval.h"
 
 static struct jval *snapshot_list(const struct qcow2 *q)

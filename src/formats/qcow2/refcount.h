@@ -1,4 +1,4 @@
-/* qcow2 refcounts of an existing image (qcow2_rc.c): read, change in
+/* qcow2 refcounts of an existing image (refcount.c): read, change in
  * place, append clusters.  Used by resize, check -r and the reader's
  * metadata-preallocation test.  Not thread-safe: one user at a time. */
 #ifndef DISKIMG_QCOW2_RC_H
@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 
 struct qcow2_rc {
     struct bfile *f;

@@ -37,8 +37,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/qcow2_int.h"
-#include "formats/qcow2_rc.h"
+#include "formats/qcow2/read_int.h"
+#include "formats/qcow2/refcount.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -42,10 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_int.h"
-#include "formats/qcow2_rc.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/read_int.h"
+#include "formats/qcow2/refcount.h"
+#include "formats/qcow2/write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -1,7 +1,7 @@
 /* qcow2 writer: the driver (create, pwrite, write_zeroes, compress,
- * pwrite_compressed, finish, abort, close).  See qcow2_write.h for the
- * layout; allocation and refcounts are in qcow2_write_refcount.c, the L2
- * cache in qcow2_write_l2.c, the header in qcow2_write_header.c. */
+ * pwrite_compressed, finish, abort, close).  See write.h for the
+ * layout; allocation and refcounts are in write_refcount.c, the L2
+ * cache in write_l2.c, the header in write_header.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_write.h"
-#include "formats/qcow2_write_priv.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/write.h"
+#include "formats/qcow2/write_priv.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"

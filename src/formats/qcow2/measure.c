@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_int.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/measure.h"
+#include "formats/qcow2/read_int.h"
+#include "formats/qcow2/write.h"
 #include "util/diag.h"
 #include "util/kvopts.h"
 

@@ -1,4 +1,4 @@
-/* qcow2 writer: state shared by qcow2_write*.c (not for other modules). */
+/* qcow2 writer: state shared by write*.c (not for other modules). */
 #ifndef DISKIMG_QCOW2_WRITE_PRIV_H
 #define DISKIMG_QCOW2_WRITE_PRIV_H
 
@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "formats/bd.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/write.h"
 
 /* qemu's limit on the refcount table (8 MiB of 8-byte entries) */
 #define QCOW2W_MAX_REFTABLE_ENTRIES ((8u << 20) / 8)
@@ -72,7 +72,7 @@ static inline struct qcow2w *to_qcow2w(struct bd *bd)
     return (struct qcow2w *)bd;
 }
 
-/* qcow2_write_refcount.c */
+/* write_refcount.c */
 int qcow2w_rc_init(struct qcow2w *w);
 void qcow2w_rc_free(struct qcow2w *w);
 /* Take `n` clusters at the end; *first is the first cluster index. */
@@ -89,7 +89,7 @@ int qcow2w_rc_plan(struct qcow2w *w, uint64_t extra_after, uint64_t *table_clust
 int qcow2w_rc_write(struct qcow2w *w, uint64_t table_off, uint64_t table_clusters,
                     uint64_t blocks_off, uint64_t end);
 
-/* qcow2_write_l2.c */
+/* write_l2.c */
 int qcow2w_l2_init(struct qcow2w *w);
 void qcow2w_l2_free(struct qcow2w *w);
 /* The cached table for L1 index idx (loaded, generated or fresh). */
@@ -98,7 +98,7 @@ void qcow2w_l2_mark_dirty(struct qcow2w *w, uint8_t *tab);
 /* Write every cached table, and (preallocation) every table never loaded. */
 int qcow2w_l2_flush(struct qcow2w *w);
 
-/* qcow2_write.c */
+/* write.c */
 int qcow2w_write_meta(struct qcow2w *w, const void *buf, size_t len, uint64_t off);
 
 #endif

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_rcentry.h"
-#include "formats/qcow2_write_priv.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/refcount_entry.h"
+#include "formats/qcow2/write_priv.h"
 #include "util/diag.h"
 
 /* Entries [a, b) of a block set to 1. */

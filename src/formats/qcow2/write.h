@@ -109,26 +109,13 @@ ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len,
 ssize_t qcow2w_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
                                 const void *rest, void *out, size_t cap);
 
-/* --- measure (qcow2_measure.c), qemu-img 7.2's arithmetic ----------------- */
-
-/* Refcount table + block clusters that cover `clusters` clusters and
- * themselves. */
-uint64_t qcow2_refcount_meta_clusters(uint64_t clusters, unsigned cluster_bits,
-                                      unsigned refcount_order);
-/* Bytes of an image of `virtual_size` with every cluster allocated. */
-uint64_t qcow2_fully_allocated_size(uint64_t virtual_size, unsigned cluster_bits,
-                                    unsigned refcount_order, bool extended_l2);
-/* bd_driver.measure for qcow2 output. */
-int qcow2_measure(struct kvopts *o, uint64_t size, struct bd *src,
-                  struct bd_measure *m, struct diag *d);
-
-/* qcow2 output to a stream (qcow2_stream.c): two passes (bd_driver.next_pass),
+/* qcow2 output to a stream (write_stream.c): two passes (bd_driver.next_pass),
  * the layout planned in the first, every byte written in order in the second.
  * qcow2w_create hands stream outputs to it. */
 int qcow2s_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                   struct diag *d);
 
-/* `convert -n` into the existing qcow2 image in `f` (qcow2_inplace.c):
+/* `convert -n` into the existing qcow2 image in `f` (write_inplace.c):
  * the image keeps its options; qcow2w_create hands -n outputs to it. */
 int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                  struct diag *d);

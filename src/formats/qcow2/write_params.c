@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_format.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/format.h"
+#include "formats/qcow2/write.h"
 #include "util/kvopts.h"
 
 static bool is_pow2(uint64_t v)

@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "formats/bd.h"
 #include "formats/qcow2/write.h"
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/write.h"
 #include "io/bfile.h"
 #include "outfile.h"
 #include "util/diag.h"

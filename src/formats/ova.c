@@ -27,9 +27,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "formats/vmdk.h"
+#include "formats/vmdk/vmdk.h"
 #include "formats/tar.h"
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

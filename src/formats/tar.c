@@ -1,6 +1,6 @@
 /* tar: decoding tar headers and the names in them (pure functions; OVA
  * archives are read with them, ova.c).  tar_header_decode() and
- * tar_pax_path() are declared in vmdk_format.h. */
+ * tar_pax_path() are declared in formats/vmdk/format.h. */
 #define _GNU_SOURCE
 #include "formats/tar.h"
 
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 #include "util/diag.h"
 
 static bool parse_octal(const uint8_t *p, size_t n, uint64_t *out)

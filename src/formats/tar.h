@@ -1,5 +1,5 @@
 /* tar: the parts of a tar archive an OVA reader needs beyond one header
- * block (tar_header_decode, in vmdk_format.h): pax records and member names. */
+ * block (tar_header_decode, in formats/vmdk/format.h): pax records and member names. */
 #ifndef DISKIMG_TAR_H
 #define DISKIMG_TAR_H
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "formats/vmdk_int.h"
+#include "formats/vmdk/read_int.h"
 #include "util/diag.h"
 #include "zerodetect/zd_internal.h"
 

@@ -19,8 +19,8 @@
 #include <zlib.h>
 
 #include "formats/deflate_ctx.h"
-#include "formats/vmdk_int.h"
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/read_int.h"
+#include "formats/vmdk/write.h"
 #include "util/endian.h"
 
 #define DEFLATE_LEVEL 6

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "formats/vmdk_format.h"
-#include "formats/vmdk_int.h"
+#include "formats/vmdk/format.h"
+#include "formats/vmdk/read_int.h"
 #include "util/diag.h"
 #include "util/endian.h"
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/vmdk_int.h"
+#include "formats/vmdk/read_int.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -1,26 +1,17 @@
-/* Reading a streamOptimized extent by walking its markers front to back.
- *
- * Two uses:
- *  - stream input (a pipe): the grain directory may be only in the footer,
- *    so the grains are found in file order.  block_status(off) reads ahead
- *    to the next grain marker and keeps that one grain (compressed, then
- *    inflated) for the pread that follows.  Grains must come in ascending
- *    LBA order; memory is one grain plus its compressed bytes.
- *  - a seekable file without a usable grain directory (GD at the end and no
- *    valid footer at the end of the file): the markers are scanned once to
- *    list the grains.
- *
- * Layout walked: from the header's overhead on, each object starts on a
- * sector: a grain (u64 LBA, u32 size > 0, zlib data), or a metadata marker
- * (u64 sectors that follow, u32 0, u32 type) whose payload is skipped; an
- * EOS marker or the end of the file ends the walk, and both uses judge that
- * end by one rule (walk_end): a stream cut short is an error.
+/* Reading a streamOptimized extent from stream input (a pipe), forward
+ * only: the grain directory may be only in the footer, so the grains are
+ * found in file order by walking the markers (read_markers.c).  A reader
+ * thread inflates the grains into a small queue; block_status(off) takes
+ * the next grain and keeps it for the pread that follows.  Grains must come
+ * in ascending LBA order; memory is a few grains plus their compressed
+ * bytes.  (A seekable file without a usable grain directory is scanned
+ * instead: read_scan.c.)
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/vmdk_int.h"
+#include "formats/vmdk/read_int.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"
@@ -43,125 +34,6 @@ static int u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Where the walk starts: after the header, the embedded descriptor and the
- * metadata the header counts as overhead. */
-static uint64_t walk_start(const struct vmdk_extent *x)
-{
-    uint64_t s = x->hdr.overhead;
-    if (x->hdr.desc_offset && x->hdr.desc_offset + x->hdr.desc_sectors > s)
-        s = x->hdr.desc_offset + x->hdr.desc_sectors;
-    if (s < 1)
-        s = 1;
-    return s * VMDK_SECTOR;
-}
-
-static uint64_t total_grains(const struct vmdk_extent *x)
-{
-    return x->len / x->grain_bytes + (x->len % x->grain_bytes != 0);
-}
-
-/* The one rule for the end of a walk over the markers, shared by the pipe
- * reader and the scan of a file: a stream is whole when it ends with its
- * end-of-stream marker, and when the header says the grain directory is at
- * the end, with the footer before it.  Without the marker it is whole only
- * if a grain directory read before the grains (qemu-img writes no marker)
- * lists no grain at or after the point where the data ended.  Anything else
- * was cut short (a network that dropped, a partial copy): an error at the
- * offset where the data ends, never zeros in place of the lost grains.
- * `at` is that offset (eos: where the end-of-stream marker is). */
-static int walk_end(struct vmdk *v, const struct vmdk_extent *x, const struct vmdk_walk *w,
-                    uint64_t at, bool eos)
-{
-    if (eos) {
-        if (x->hdr.gd_offset == VMDK4_GD_AT_END && !w->footer)
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
-                             "stream ends (end-of-stream marker at offset %llu) without the "
-                             "footer its header announces (grain directory at the end)",
-                             (unsigned long long)at);
-        return 0;
-    }
-    if (x->dir_known && (!x->dir_grains || x->dir_last < at))
-        return 0;
-    if (x->dir_known)
-        return diag_fail(D(v), -EIO, x->name, (int64_t)at,
-                         "stream is truncated: it ends at offset %llu, before the grain at "
-                         "offset %llu that its grain directory lists", (unsigned long long)at,
-                         (unsigned long long)x->dir_last);
-    return diag_fail(D(v), -EIO, x->name, (int64_t)at,
-                     "stream is truncated: it ends at offset %llu without an end-of-stream "
-                     "marker", (unsigned long long)at);
-}
-
-/* The object at w->pos.  For a grain, its compressed bytes go to cbuf
- * (vmdk_cbuf_bytes) and *grain is set; w->pos moves past it.  Returns 1 for
- * a grain, 0 at the end (after walk_end() accepted it), or an error. */
-static int walk_next(struct vmdk *v, struct vmdk_extent *x, struct vmdk_walk *w,
-                     uint8_t *cbuf, uint64_t *grain, uint32_t *csize, uint64_t *gpos)
-{
-    uint32_t maxc = vmdk_max_csize(x->grain_bytes);
-
-    for (;;) {
-        size_t got;
-        uint64_t at = w->pos;
-        int r = bfile_pread_upto(x->file, cbuf, VMDK_SECTOR, at, &got);
-        if (r < 0)
-            return r;
-        if (got == 0)
-            return walk_end(v, x, w, at, false);
-        if (got < 16)
-            return diag_fail(D(v), -EIO, x->name, (int64_t)at,
-                             "file ends inside a marker (%zu bytes left)", got);
-        struct vmdk_marker m;
-        r = vmdk_marker_decode(cbuf, got, maxc, &m, D(v), x->name, (int64_t)at);
-        if (r < 0)
-            return r;
-        if (!m.is_grain) {
-            if (m.type == VMDK_MARKER_EOS)
-                return walk_end(v, x, w, at, true);
-            if (m.type == VMDK_MARKER_FOOTER)
-                w->footer = true;
-            /* GT, GD, footer, progress: skip the marker and its payload
-             * (value <= VMDK_MAX_SECTORS: no wrap) */
-            w->pos = at + VMDK_SECTOR + m.value * VMDK_SECTOR;
-            continue;
-        }
-        if (m.value % x->hdr.grain_sectors)
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
-                             "grain marker has LBA %llu, not a multiple of the grain size "
-                             "(%u sectors)", (unsigned long long)m.value, x->hdr.grain_sectors);
-        uint64_t g = m.value / x->hdr.grain_sectors;
-        if (g >= total_grains(x))
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
-                             "grain marker has LBA %llu, beyond the capacity (%llu sectors)",
-                             (unsigned long long)m.value,
-                             (unsigned long long)(x->len / VMDK_SECTOR));
-        /* with a directory read before the grains, its last grain is the
-         * stream's last (the rule for its end counts on it) */
-        if (x->dir_known && (!x->dir_grains || at > x->dir_last))
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
-                             "grain for LBA %llu at offset %llu is not in the grain directory "
-                             "(%s)", (unsigned long long)m.value, (unsigned long long)at,
-                             x->dir_grains ? "it lists grains up to an earlier offset"
-                                           : "it lists no grains");
-        size_t total = VMDK_GRAIN_HDR + (size_t)m.size;
-        if (total > got) {
-            size_t more;
-            r = bfile_pread_upto(x->file, cbuf + got, total - got, at + got, &more);
-            if (r < 0)
-                return r;
-            if (more < total - got)
-                return diag_fail(D(v), -EIO, x->name, (int64_t)at,
-                                 "compressed grain of %u bytes for LBA %llu is cut off by "
-                                 "the end of the file", m.size, (unsigned long long)m.value);
-        }
-        *grain = g;
-        *csize = m.size;
-        *gpos = at;
-        w->pos = at + (total + VMDK_SECTOR - 1) / VMDK_SECTOR * VMDK_SECTOR;
-        return 1;
-    }
-}
-
 /* A stream whose header names a grain directory that lies, with its grain
  * tables, before the grains (qemu-img's and VMware's layout): read it on
  * the way (forward, the tables in file order) and note the offset of the
@@ -173,11 +45,11 @@ static int walk_next(struct vmdk *v, struct vmdk_extent *x, struct vmdk_walk *w,
 static int stream_directory(struct vmdk *v, struct vmdk_extent *x)
 {
     const struct vmdk4_header *h = &x->hdr;
-    uint64_t start = walk_start(x);
+    uint64_t start = vmdk_walk_start(x);
     uint64_t cursor = h->desc_offset ? (h->desc_offset + h->desc_sectors) * VMDK_SECTOR
                                      : VMDK_SECTOR;
     uint64_t gd_off, gd_bytes = (uint64_t)h->gd_entries * 4, gt_bytes = (uint64_t)x->gtes * 4;
-    uint64_t ngrains = total_grains(x);
+    uint64_t ngrains = vmdk_total_grains(x);
     uint8_t *raw = NULL, *gt = NULL;
     uint64_t *order = NULL;
     uint32_t n = 0;
@@ -252,69 +124,6 @@ out:
     return r;
 }
 
-/* --- random-access fallback -------------------------------------------------- */
-
-static int loc_cmp(const void *a, const void *b)
-{
-    uint64_t ga = ((const struct vmdk_grain_loc *)a)->grain;
-    uint64_t gb = ((const struct vmdk_grain_loc *)b)->grain;
-    return ga < gb ? -1 : ga > gb;
-}
-
-int vmdk_scan_grains(struct vmdk *v, struct vmdk_extent *x)
-{
-    struct vmdk_walk w = { .pos = walk_start(x) };
-    uint64_t g, at, limit = total_grains(x);
-    uint32_t csize;
-    size_t cap = 0;
-    uint8_t *cbuf = malloc(vmdk_cbuf_bytes(x->grain_bytes));
-    int r;
-
-    if (!cbuf)
-        return diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
-    while ((r = walk_next(v, x, &w, cbuf, &g, &csize, &at)) > 0) {
-        if (x->n_scan >= VMDK_MAX_SCAN_GRAINS) {
-            r = diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
-                          "more than %u grains to index without a grain directory",
-                          VMDK_MAX_SCAN_GRAINS);
-            break;
-        }
-        if (x->n_scan >= limit) {
-            r = diag_fail(D(v), -EINVAL, x->name, (int64_t)at,
-                          "more grain markers than the disk has grains (%llu)",
-                          (unsigned long long)limit);
-            break;
-        }
-        if (x->n_scan == cap) {
-            size_t ncap = cap ? cap * 2 : 1024;
-            if ((r = vmdk_table_budget(v, x, (ncap - cap) * sizeof(*x->scan))) < 0)
-                break;
-            struct vmdk_grain_loc *n = realloc(x->scan, ncap * sizeof(*n));
-            if (!n) {
-                r = diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
-                break;
-            }
-            x->scan = n;
-            cap = ncap;
-        }
-        x->scan[x->n_scan].grain = g;
-        x->scan[x->n_scan].file_off = at;
-        x->n_scan++;
-    }
-    free(cbuf);
-    if (r < 0)
-        return r;
-    if (!x->scan && !(x->scan = malloc(sizeof(*x->scan))))
-        return diag_fail(D(v), -ENOMEM, x->name, -1, "out of memory");
-    qsort(x->scan, x->n_scan, sizeof(*x->scan), loc_cmp);
-    for (size_t i = 1; i < x->n_scan; i++)
-        if (x->scan[i].grain == x->scan[i - 1].grain)
-            return diag_fail(D(v), -EINVAL, x->name, (int64_t)x->scan[i].file_off,
-                             "two grains for LBA %llu",
-                             (unsigned long long)(x->scan[i].grain * x->hdr.grain_sectors));
-    return 0;
-}
-
 /* --- stream input -------------------------------------------------------------- */
 
 /* A grain buffer: a spare one, or a new one (at most queue + 2 exist). */
@@ -361,7 +170,7 @@ static void *reader(void *arg)
         }
         uint64_t g, at;
         uint32_t csize;
-        r = walk_next(v, x, &st->walk, st->cdata, &g, &csize, &at);
+        r = vmdk_walk_next(v, x, &st->walk, st->cdata, &g, &csize, &at);
         if (r <= 0)
             break;
         if (g < st->next_min) {
@@ -408,7 +217,7 @@ int vmdk_stream_open(struct vmdk *v, struct vmdk_extent *x)
                          "this %s VMDK needs a seekable input (its grains are found through "
                          "the grain tables); only streamOptimized VMDKs can be read from a "
                          "pipe", x->compressed ? "compressed" : "sparse");
-    st->walk.pos = walk_start(x);
+    st->walk.pos = vmdk_walk_start(x);
     int r = stream_directory(v, x);
     if (r < 0)
         return r;

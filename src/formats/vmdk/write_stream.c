@@ -1,4 +1,4 @@
-/* VMDK writer, streamOptimized: VMware's stream layout (see vmdk_write.h),
+/* VMDK writer, streamOptimized: VMware's stream layout (see write.h),
  * written strictly in order through a staging buffer, so that the same
  * bytes can go to a file or down a pipe.
  *
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/write.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"

@@ -12,9 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "formats/vmdk.h"
-#include "formats/vmdk_int.h"
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/vmdk.h"
+#include "formats/vmdk/read_int.h"
+#include "formats/vmdk/write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/kvopts.h"

@@ -1,5 +1,5 @@
 /* VMDK writer: one hosted sparse extent (KDMV), as qemu-img and VMware
- * Workstation lay it out (see vmdk_write.h).
+ * Workstation lay it out (see write.h).
  *
  * Grains are appended at the end of the file in the order they arrive (a
  * multi-grain write stays one contiguous run); their grain table entries go
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/vmdk_write_priv.h"
+#include "formats/vmdk/write_priv.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

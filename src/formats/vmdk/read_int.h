@@ -1,5 +1,6 @@
-/* The VMDK reader's private state, shared by vmdk.c (the driver),
- * vmdk_sparse.c (grain directories, grain tables, grains) and vmdk_stream.c
+/* The VMDK reader's private state, shared by open.c (the driver),
+ * read_sparse.c (grain directories, grain tables, grains), read_markers.c
+ * and read_scan.c (a streamOptimized extent's markers) and read_stream.c
  * (forward-only reading of streamOptimized files from a pipe). */
 #ifndef DISKIMG_VMDK_INT_H
 #define DISKIMG_VMDK_INT_H
@@ -10,7 +11,7 @@
 
 #include "formats/bd.h"
 #include "formats/metamap.h"
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 
 struct bfile;
 
@@ -46,7 +47,7 @@ struct vmdk_extent {
     uint64_t dir_last;          /* byte offset of the last grain it lists */
 };
 
-/* A walk over the markers of a streamOptimized extent (vmdk_stream.c). */
+/* A walk over the markers of a streamOptimized extent (read_markers.c). */
 struct vmdk_walk {
     uint64_t pos;               /* byte offset of the next object */
     bool footer;                /* a footer marker was passed */
@@ -128,7 +129,7 @@ struct vmdk {
  * parents, must not add up). */
 int vmdk_table_budget(struct vmdk *v, const struct vmdk_extent *x, uint64_t bytes);
 
-/* vmdk_sparse.c */
+/* read_sparse.c */
 /* `head`: the file's first bytes if already read, else NULL. */
 int vmdk_sparse_open(struct vmdk *v, struct vmdk_extent *x, uint64_t desc_sectors,
                      const uint8_t *head, size_t head_len);
@@ -140,7 +141,7 @@ int vmdk_sparse_pread(struct vmdk *v, struct vmdk_extent *x, uint8_t *buf, size_
 void vmdk_sparse_free(struct vmdk_extent *x);
 void vmdk_caches_free(struct vmdk *v);
 
-/* vmdk_meta.c */
+/* meta.c */
 /* Build x->meta once the directory at sector `used` is in x->gd (refusing
  * grain tables inside other metadata or overlapping each other). */
 int vmdk_meta_build(struct vmdk *v, struct vmdk_extent *x, uint64_t used);
@@ -161,14 +162,27 @@ uint32_t vmdk_adler32_generic(uint32_t adler, const uint8_t *p, size_t n);
 uint32_t vmdk_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n);
 #endif
 
-/* vmdk_stream.c */
+/* read_markers.c: the walk over a streamOptimized extent's markers.
+ * vmdk_walk_start: the byte offset where the walk starts (after the header,
+ * the embedded descriptor and the overhead); vmdk_total_grains: the grains
+ * of the capacity.  vmdk_walk_next: the object at w->pos; for a grain, its
+ * compressed bytes go to cbuf (vmdk_cbuf_bytes) and *grain is set; w->pos
+ * moves past it.  Returns 1 for a grain, 0 at an accepted end of the
+ * stream, or an error (a stream cut short is one). */
+uint64_t vmdk_walk_start(const struct vmdk_extent *x);
+uint64_t vmdk_total_grains(const struct vmdk_extent *x);
+int vmdk_walk_next(struct vmdk *v, struct vmdk_extent *x, struct vmdk_walk *w,
+                   uint8_t *cbuf, uint64_t *grain, uint32_t *csize, uint64_t *gpos);
+
+/* read_scan.c: walk the markers from x->hdr.overhead to the end, listing the
+ * grains (random-access fallback when there is no grain directory). */
+int vmdk_scan_grains(struct vmdk *v, struct vmdk_extent *x);
+
+/* read_stream.c */
 int vmdk_stream_open(struct vmdk *v, struct vmdk_extent *x);
 int vmdk_stream_block_status(struct vmdk *v, uint64_t off, uint64_t len,
                              struct bd_extent *e);
 int vmdk_stream_pread(struct vmdk *v, uint8_t *buf, size_t len, uint64_t off);
-/* Walk the markers from x->hdr.overhead to the end, listing the grains
- * (random-access fallback when there is no grain directory). */
-int vmdk_scan_grains(struct vmdk *v, struct vmdk_extent *x);
 void vmdk_stream_free(struct vmdk *v);
 
 /* True if reads of `f` must go forward (a pipe, or a slice of one). */

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 #include "util/diag.h"
 #include "util/endian.h"
 

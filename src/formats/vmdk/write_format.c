@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/write.h"
 #include "util/endian.h"
 
 static uint64_t div_up(uint64_t a, uint64_t b)

@@ -1,8 +1,8 @@
 /* VMDK writer: create() checks the options and hands over to the
- * subformat's writer (vmdk_write_sparse.c, vmdk_write_stream.c). */
+ * subformat's writer (write_sparse.c, write_stream.c). */
 #include <errno.h>
 
-#include "formats/vmdk_write_priv.h"
+#include "formats/vmdk/write_priv.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 

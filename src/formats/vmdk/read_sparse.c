@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/vmdk_int.h"
+#include "formats/vmdk/read_int.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"
@@ -125,7 +125,7 @@ static int load_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t gd_sector, ui
  * copy of the header with the directory's offset, in the last three
  * sectors of the file: footer marker, footer, end-of-stream marker.  A file
  * that does not end so has no usable footer (*gd_sector = 0): its markers
- * are scanned, and the scan decides whether it is whole (vmdk_stream.c). */
+ * are scanned, and the scan decides whether it is whole (read_scan.c). */
 static int footer_gd(struct vmdk *v, struct vmdk_extent *x, uint64_t *gd_sector)
 {
     uint8_t buf[3 * VMDK_SECTOR];

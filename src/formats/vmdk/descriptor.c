@@ -15,7 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 #include "util/diag.h"
 
 static const struct { const char *name; enum vmdk_ext_type type; } ext_types[] = {

@@ -1,5 +1,5 @@
 /* VMDK writer, monolithicSparse: the image file is one hosted sparse extent
- * with the descriptor embedded (vmdk_write_extent.c does the extent). */
+ * with the descriptor embedded (write_extent.c does the extent). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/vmdk_write_priv.h"
+#include "formats/vmdk/write_priv.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"

@@ -1,5 +1,5 @@
 /* VMDK writer: the hosted sparse extent writer shared by monolithicSparse
- * (vmdk_write_sparse.c) and the split subformats (vmdk_write_multi.c).
+ * (write_sparse.c) and the split subformats (write_multi.c).
  * Not for other modules. */
 #ifndef DISKIMG_VMDK_WRITE_PRIV_H
 #define DISKIMG_VMDK_WRITE_PRIV_H
@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/write.h"
 
 struct bfile;
 struct diag;
@@ -19,7 +19,7 @@ struct vmdkw_gt_slot {
     bool used, dirty;
 };
 
-/* One hosted sparse extent being written (layout in vmdk_write.h). */
+/* One hosted sparse extent being written (layout in write.h). */
 struct vmdkw_sx {
     struct bfile *file;         /* open while written (the owner sets it) */
     const char *name;           /* for messages */
@@ -57,7 +57,7 @@ int vmdkw_sx_finish(struct vmdkw_sx *x, const struct vmdkw_params *p, const char
 
 void vmdkw_sx_free(struct vmdkw_sx *x);
 
-/* vmdk_write_multi.c: descriptor file + flat or sparse extent files. */
+/* write_multi.c: descriptor file + flat or sparse extent files. */
 int vmdkw_multi_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                        const struct vmdkw_params *p, struct diag *d);
 

@@ -7,7 +7,7 @@
  *
  * Flat extents are sized at create (holes: zeros cost nothing) and written
  * in place; split sparse extents are hosted sparse extents without an
- * embedded descriptor (vmdk_write_extent.c), as VMware Workstation writes
+ * embedded descriptor (write_extent.c), as VMware Workstation writes
  * them.  However many extents there are (up to the reader's 8192), at most
  * MAX_OPEN extent files are open at a time and only those have a grain
  * table cache: an extent the writes leave is flushed and closed, and
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/vmdk_write_priv.h"
+#include "formats/vmdk/write_priv.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"

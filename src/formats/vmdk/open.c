@@ -6,10 +6,10 @@
  * VMFSSPARSE (COWD) and ZERO extents.  A parentFileNameHint opens the parent
  * disk as the backing file, checking its CID against our parentCID.
  *
- * From a pipe only a streamOptimized file can be read (vmdk_stream.c).
+ * From a pipe only a streamOptimized file can be read (read_stream.c).
  */
 #define _GNU_SOURCE
-#include "formats/vmdk.h"
+#include "formats/vmdk/vmdk.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/vmdk_int.h"
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/read_int.h"
+#include "formats/vmdk/write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"
@@ -572,7 +572,7 @@ const struct bd_driver bd_vmdk = {
     .close = vmdk_close,
     .info = vmdk_info,
     .check = vmdk_check,
-    /* writing: a new image is written by vmdk_write*.c */
+    /* writing: a new image is written by formats/vmdk/write*.c */
     .create_options_help = vmdkw_options_help,
     .create = vmdkw_create,
     .compress = vmdkw_compress,

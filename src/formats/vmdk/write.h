@@ -40,7 +40,7 @@
  * as qemu-img names them and created through bd_create_opts.add_file (under
  * temporary names the caller renames at commit).  Split extents are 2 GiB;
  * sparse ones are hosted sparse extents without a descriptor, as VMware
- * Workstation writes them (vmdk_write_multi.c).
+ * Workstation writes them (write_multi.c).
  */
 #ifndef DISKIMG_VMDK_WRITE_H
 #define DISKIMG_VMDK_WRITE_H
@@ -51,7 +51,7 @@
 #include <sys/types.h>
 
 #include "formats/bd.h"
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 
 struct kvopts;
 
@@ -175,7 +175,7 @@ int vmdkw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *
                  struct diag *d);
 ssize_t vmdkw_compress(struct bd *bd, const void *in, size_t len, void *out, size_t cap);
 
-/* vmdk_write_sparse.c / vmdk_write_stream.c: the subformats' create(), with
+/* write_sparse.c / write_stream.c: the subformats' create(), with
  * parameters already checked; `cid` for the descriptor. */
 int vmdkw_sparse_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                         const struct vmdkw_params *p, struct diag *d);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "formats/ova/tar.h"
 #include "formats/vmdk/format.h"
 #include "formats/vmdk/read_int.h"
 #include "util/diag.h"

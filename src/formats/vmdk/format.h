@@ -183,25 +183,4 @@ bool vmdk_desc_probe(const uint8_t *head, size_t len);
 
 const char *vmdk_ext_type_name(enum vmdk_ext_type t);
 
-/* --- OVA: a tar archive (ustar/GNU/pax) holding the VMDKs ----------------------- */
-
-#define TAR_BLOCK 512u
-
-enum tar_kind { TAR_END, TAR_FILE, TAR_LONGNAME, TAR_PAX, TAR_OTHER };
-
-struct tar_member {
-    enum tar_kind kind;
-    char name[257];        /* prefix/name (ustar: 155 + '/' + 100), NUL-terminated */
-    uint64_t size;         /* bytes of data that follow the header */
-};
-
-/* Decode one 512-byte tar header block: checksum, size (octal or base-256),
- * type.  An all-zero block is TAR_END. */
-int tar_header_decode(const uint8_t *b, struct tar_member *m, struct diag *d,
-                      const char *file, int64_t off);
-
-/* The "path" record of a pax extended header, copied into name (returns
- * false if there is none or it does not fit). */
-bool tar_pax_path(const char *rec, size_t len, char *name, size_t cap);
-
 #endif

@@ -1,11 +1,32 @@
-/* tar: the parts of a tar archive an OVA reader needs beyond one header
- * block (tar_header_decode, in formats/vmdk/format.h): pax records and member names. */
+/* tar: what an OVA reader needs of a tar archive (ustar/GNU/pax): header
+ * blocks, pax records and member names.  Pure functions (ova/tar.c). */
 #ifndef DISKIMG_TAR_H
 #define DISKIMG_TAR_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct diag;
+
+#define TAR_BLOCK 512u
+
+enum tar_kind { TAR_END, TAR_FILE, TAR_LONGNAME, TAR_PAX, TAR_OTHER };
+
+struct tar_member {
+    enum tar_kind kind;
+    char name[257];        /* prefix/name (ustar: 155 + '/' + 100), NUL-terminated */
+    uint64_t size;         /* bytes of data that follow the header */
+};
+
+/* Decode one 512-byte tar header block: checksum, size (octal or base-256),
+ * type.  An all-zero block is TAR_END. */
+int tar_header_decode(const uint8_t *b, struct tar_member *m, struct diag *d,
+                      const char *file, int64_t off);
+
+/* The "path" record of a pax extended header, copied into name (returns
+ * false if there is none or it does not fit). */
+bool tar_pax_path(const char *rec, size_t len, char *name, size_t cap);
 
 #define TAR_MAX_NAME 1024u     /* bytes of one member name */
 

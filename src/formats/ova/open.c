@@ -27,8 +27,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "formats/vmdk/vmdk.h"
-#include "formats/tar.h"
+#include "formats/ova/ova.h"
+#include "formats/ova/tar.h"
 #include "formats/vmdk/format.h"
 #include "io/bfile.h"
 #include "util/diag.h"

@@ -1,15 +1,13 @@
 /* tar: decoding tar headers and the names in them (pure functions; OVA
- * archives are read with them, ova.c).  tar_header_decode() and
- * tar_pax_path() are declared in formats/vmdk/format.h. */
+ * archives are read with them, open.c). */
 #define _GNU_SOURCE
-#include "formats/tar.h"
+#include "formats/ova/tar.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/vmdk/format.h"
 #include "util/diag.h"
 
 static bool parse_octal(const uint8_t *p, size_t n, uint64_t *out)

@@ -1,6 +1,5 @@
-/* raw: the image is the disk, byte for byte.
+/* raw writing (the reading side and the driver are in read.c).
  *
- * Reading: holes of the file (SEEK_HOLE) read as zeros without being read.
  * Writing a new file: it is sized with ftruncate first, so zero ranges cost
  * nothing.  Writing over an existing file (-n) or a device (with or without
  * -n: it holds old content either way): zero ranges are punched, or zeroed,
@@ -25,97 +24,19 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "formats/bd.h"
+#include "formats/raw/raw_int.h"
 #include "io/bfile.h"
 #include "io/fault.h"
 #include "io/ioq.h"
 #include "util/diag.h"
 #include "util/kvopts.h"
 
-struct raw {
-    struct bd bd;
-    bool existing;          /* writing over content that must be cleared */
-    bool can_punch;
-    bool can_zero_range;
-    bool durable;
-    uint64_t stream_pos;    /* stream output: bytes written so far */
-    struct ioq *ioq;
-    bool direct;            /* O_DIRECT output (cache=none) */
-};
-
 /* O_DIRECT needs offsets, lengths and buffers aligned to the device's
  * logical block; 4 KiB suits every device we meet. */
 #define DIRECT_ALIGN 4096
 
-static struct raw *to_raw(struct bd *bd)
-{
-    return (struct raw *)bd;
-}
-
-static int raw_probe(const uint8_t *head, size_t len, const char *filename)
-{
-    (void)head, (void)len, (void)filename;
-    return 1; /* anything is a raw image */
-}
-
-static int raw_open(struct bd **out, struct bfile *f, const struct bd_open_opts *o,
-                    struct bd *parent, struct diag *d)
-{
-    struct raw *r = calloc(1, sizeof(*r));
-
-    if (!r) {
-        bfile_close(f);
-        return diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
-    }
-    bd_init(&r->bd, &bd_raw, f, d);
-    r->bd.opts = *o;
-    r->bd.parent = parent;
-    r->bd.depth = parent ? parent->depth + 1 : 0;
-    r->bd.size = f->size;
-    r->can_punch = r->can_zero_range = true;
-    *out = &r->bd;
-    return 0;
-}
-
-static int raw_block_status(struct bd *bd, uint64_t off, uint64_t len,
-                            struct bd_extent *e)
-{
-    struct bfile *f = bd->file;
-
-    e->flags = BD_DATA | BD_ALLOCATED;
-    e->len = len;
-    e->host_offset = (int64_t)off;
-    e->host = bd;
-    if (f->kind != BFILE_REGULAR)
-        return 0;
-    /* SEEK_DATA from `off`: if it lands past off, [off, data) is a hole. */
-    off_t data = lseek(f->fd, (off_t)off, SEEK_DATA);
-    if (data < 0) {
-        if (errno == ENXIO) {           /* no data from off to EOF */
-            e->flags = BD_ZERO | BD_ALLOCATED;
-            return 0;
-        }
-        return 0;                       /* no SEEK_DATA here: all data */
-    }
-    if ((uint64_t)data > off) {
-        uint64_t hole = (uint64_t)data - off;
-        e->flags = BD_ZERO | BD_ALLOCATED;
-        e->len = hole < len ? hole : len;
-        return 0;
-    }
-    off_t hole = lseek(f->fd, (off_t)off, SEEK_HOLE);
-    if (hole >= 0 && (uint64_t)hole > off && (uint64_t)hole - off < len)
-        e->len = (uint64_t)hole - off;
-    return 0;
-}
-
-static int raw_pread(struct bd *bd, void *buf, size_t len, uint64_t off)
-{
-    return bfile_pread(bd->file, buf, len, off);
-}
-
-static int raw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
-                      struct diag *d)
+int raw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+               struct diag *d)
 {
     struct raw *r;
     char err[256];
@@ -261,8 +182,8 @@ static int raw_write(struct raw *r, const void *buf, size_t len, uint64_t off,
     return e;
 }
 
-static int raw_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
-                      ioq_done_fn done, void *opaque)
+int raw_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
+               ioq_done_fn done, void *opaque)
 {
     struct raw *r = to_raw(bd);
     int e;
@@ -346,7 +267,7 @@ static int raw_clear(struct raw *r, uint64_t off, uint64_t len)
     return write_zeros(r, off, len);
 }
 
-static int raw_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
+int raw_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct raw *r = to_raw(bd);
 
@@ -357,7 +278,7 @@ static int raw_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
     return raw_clear(r, off, len);
 }
 
-static int raw_finish(struct bd *bd)
+int raw_finish(struct bd *bd)
 {
     struct raw *r = to_raw(bd);
     int e;
@@ -371,20 +292,14 @@ static int raw_finish(struct bd *bd)
     return 0;
 }
 
-static void raw_abort(struct bd *bd)
+void raw_abort(struct bd *bd)
 {
     struct raw *r = to_raw(bd);
     if (r->ioq)
         ioq_drain(r->ioq);
 }
 
-static void raw_close(struct bd *bd)
-{
-    bd_release(bd);
-    free(to_raw(bd));
-}
-
-static int raw_resize(struct bd *bd, uint64_t new_size, bool shrink)
+int raw_resize(struct bd *bd, uint64_t new_size, bool shrink)
 {
     struct bfile *f = bd->file;
 
@@ -405,8 +320,8 @@ static int raw_resize(struct bd *bd, uint64_t new_size, bool shrink)
 }
 
 /* qemu-img measure: a raw image is as large as the disk (whole sectors). */
-static int raw_measure(struct kvopts *o, uint64_t size, struct bd *src,
-                       struct bd_measure *m, struct diag *d)
+int raw_measure(struct kvopts *o, uint64_t size, struct bd *src,
+                struct bd_measure *m, struct diag *d)
 {
     char err[256];
     uint64_t sz;
@@ -428,22 +343,3 @@ static int raw_measure(struct kvopts *o, uint64_t size, struct bd *src,
     return 0;
 }
 
-const struct bd_driver bd_raw = {
-    .name = "raw",
-    .create_options_help =
-        "Supported raw options:\n"
-        "  preallocation=<str>    - Preallocation mode (allowed values: off)\n"
-        "  size=<size>            - Virtual disk size\n",
-    .probe = raw_probe,
-    .open = raw_open,
-    .block_status = raw_block_status,
-    .pread = raw_pread,
-    .create = raw_create,
-    .pwrite = raw_pwrite,
-    .write_zeroes = raw_write_zeroes,
-    .finish = raw_finish,
-    .abort = raw_abort,
-    .close = raw_close,
-    .resize = raw_resize,
-    .measure = raw_measure,
-};

@@ -8,12 +8,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/codec.h"
 #include "formats/bd.h"
 #include "formats/metamap.h"
 #include "formats/qcow2/qcow2.h"
 
 struct bfile;
 struct diag;
+
+/* compressed clusters are inflated by codec/ (inflate.c, inflate_pool.c) */
+_Static_assert(QCOW2_COMPRESSION_ZLIB == CODEC_DEFLATE && QCOW2_COMPRESSION_ZSTD == CODEC_ZSTD,
+               "qcow2 compression types are the codec's");
 
 /* --- L1/L2 entries (entry.c, pure) ---------------------------------- */
 
@@ -91,44 +96,6 @@ bool qcow2_l2cache_zero(struct qcow2_l2cache *c, int slot);
 /* Tables read from the file so far (tests: the cache is used and bounded). */
 uint64_t qcow2_l2cache_misses(struct qcow2_l2cache *c);
 unsigned qcow2_l2cache_slots(struct qcow2_l2cache *c);
-
-/* --- decompression (qcow2_inflate.c) -------------------------------------- */
-
-struct qcow2_inflater;
-
-/* An inflater for clusters of `cluster_size` bytes (zstd frames that ask
- * for a larger window are refused). */
-int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type,
-                       uint32_t cluster_size);
-void qcow2_inflater_free(struct qcow2_inflater *z);
-
-/* Inflate one compressed cluster from `in` into `out` (`cap` bytes, the
- * cluster size).  *produced is how much it filled.  Fails with -EINVAL and
- * a reason in `why` when the data is corrupt or would inflate to more than
- * `cap` bytes.  The caller checks *produced against what it needs. */
-int qcow2_inflate(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
-                  uint8_t *out, size_t cap, size_t *produced, char *why, size_t whylen);
-
-/* A free list of inflaters with their buffers, one per concurrent reader. */
-struct qcow2_inflate_slot {
-    struct qcow2_inflater *z;
-    uint8_t *in;     /* 2 * cluster_size: the most a descriptor can span */
-    uint8_t *out;    /* cluster_size */
-    struct qcow2_inflate_slot *next;
-};
-
-struct qcow2_inflate_pool {
-    pthread_mutex_t lock;
-    struct qcow2_inflate_slot *free;
-    uint8_t type;
-    uint32_t cluster_size;
-};
-
-void qcow2_inflate_pool_init(struct qcow2_inflate_pool *p, uint8_t type,
-                             uint32_t cluster_size);
-void qcow2_inflate_pool_destroy(struct qcow2_inflate_pool *p);
-struct qcow2_inflate_slot *qcow2_inflate_pool_take(struct qcow2_inflate_pool *p);
-void qcow2_inflate_pool_give(struct qcow2_inflate_pool *p, struct qcow2_inflate_slot *s);
 
 /* --- snapshots (snapshot.c) ------------------------------------------ */
 

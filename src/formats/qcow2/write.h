@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "codec/codec.h"
 #include "formats/bd.h"
 
 struct kvopts;
@@ -95,19 +96,8 @@ int qcow2w_header_encode(const struct qcow2w_params *p,
  * 0 when off or clen do not fit the descriptor. */
 uint64_t qcow2w_compressed_entry(unsigned cluster_bits, uint64_t off, size_t clen);
 
-/* Compress one cluster for compression type `type` (zlib: raw deflate with
- * a 4 KiB window, as qemu reads it; zstd: one frame).  Thread-safe: each
- * thread keeps its own context.  Returns the compressed length, 0 when it
- * does not come out shorter than the input, or a negative errno. */
-ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len,
-                                void *out, size_t cap);
-
-/* The same for what the converter hands compress(): a whole cluster, or
- * the image's short last one (len < cluster_size), padded to a cluster
- * with the bytes of `rest` (cluster_size of them) or, when NULL, zeros --
- * readers inflate whole clusters. */
-ssize_t qcow2w_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
-                                const void *rest, void *out, size_t cap);
+/* compressing a cluster: qcow2w_compress_cluster, qcow2w_compress_granule
+ * (codec/codec.h) */
 
 /* qcow2 output to a stream (write_stream.c): two passes (bd_driver.next_pass),
  * the layout planned in the first, every byte written in order in the second.

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "codec/codec.h"
 #include "formats/bd.h"
 #include "formats/metamap.h"
 #include "formats/vmdk/format.h"
@@ -152,15 +153,13 @@ int vmdk_grain_check(const struct vmdk_extent *x, uint64_t g, uint64_t off, uint
                      struct diag *d);
 int vmdk_sparse_check(struct vmdk *v, struct vmdk_extent *x, struct bd_check_result *res);
 
-/* vmdk_inflate.c: inflate one compressed grain (zlib stream) into `out`
- * (grain_bytes; zero-filled past a short grain), checking its Adler-32. */
-int vmdk_inflate_grain(const struct vmdk_extent *x, const uint8_t *cdata, size_t clen,
-                       uint8_t *out, struct diag *d, int64_t at);
-uint32_t vmdk_adler32(uint32_t adler, const uint8_t *p, size_t n);
-uint32_t vmdk_adler32_generic(uint32_t adler, const uint8_t *p, size_t n);
-#if defined(__x86_64__) || defined(__i386__)
-uint32_t vmdk_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n);
-#endif
+/* Inflate one compressed grain (zlib stream) into `out` (grain_bytes;
+ * zero-filled past a short grain), checking its Adler-32 (codec/inflate.c). */
+static inline int vmdk_inflate_grain(const struct vmdk_extent *x, const uint8_t *cdata,
+                                     size_t clen, uint8_t *out, struct diag *d, int64_t at)
+{
+    return codec_zlib_inflate_grain(cdata, clen, out, x->grain_bytes, d, x->name, at);
+}
 
 /* read_markers.c: the walk over a streamOptimized extent's markers.
  * vmdk_walk_start: the byte offset where the walk starts (after the header,

@@ -50,6 +50,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "codec/codec.h"
 #include "formats/bd.h"
 #include "formats/vmdk/format.h"
 
@@ -155,16 +156,7 @@ int vmdkw_extent_name(const struct bfile *f, char **out);
 /* A random content id (never ffffffff or fffffffe, which mean "none"). */
 uint32_t vmdkw_new_cid(void);
 
-/* Compress one grain into a zlib stream (deflate, 32 KiB window, as VMware
- * and qemu read it).  Thread-safe (a context per thread).  Returns the
- * length, 0 when the grain does not come out shorter than `len` (then
- * store it with vmdkw_zlib_stored), or a negative errno. */
-ssize_t vmdkw_deflate(const void *in, size_t len, void *out, size_t cap);
-
-/* `len` bytes as a zlib stream of stored deflate blocks (no compression).
- * Returns the length, or -ENOSPC when cap < vmdkw_zlib_stored_bound(len). */
-ssize_t vmdkw_zlib_stored(const void *in, size_t len, void *out, size_t cap);
-size_t vmdkw_zlib_stored_bound(size_t len);
+/* compressing a grain: vmdkw_deflate, vmdkw_zlib_stored (codec/codec.h) */
 
 /* --- drivers ------------------------------------------------------------------ */
 

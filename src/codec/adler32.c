@@ -1,19 +1,15 @@
-/* Inflating one compressed grain: a zlib stream (2-byte header, deflate
- * data, big-endian Adler-32 of the grain).
+/* Adler-32 (RFC 1950), the checksum that ends a zlib stream: VMDK grains
+ * are zlib streams, checked when inflated and written when compressed.
  *
  * zlib's own Adler-32 is scalar and took about 15% of a streamOptimized
- * conversion, so the stream is inflated raw (no checksum in zlib) and the
- * Adler-32 is verified here, with AVX2 when the CPU has it (32 bytes a step:
- * byte sums with SAD, position-weighted sums with MADDUBS), so corruption
- * is still caught at a fraction of the cost.
+ * conversion, so the streams are inflated and deflated raw (no checksum in
+ * zlib) and the Adler-32 is computed here, with AVX2 when the CPU has it
+ * (32 bytes a step: byte sums with SAD, position-weighted sums with
+ * MADDUBS), so corruption is still caught at a fraction of the cost.
  */
-#include <errno.h>
 #include <pthread.h>
-#include <string.h>
-#include <zlib.h>
 
-#include "formats/vmdk/read_int.h"
-#include "util/diag.h"
+#include "codec/codec.h"
 #include "zerodetect/zd_internal.h"
 
 #define ADLER_MOD  65521u
@@ -110,51 +106,3 @@ uint32_t vmdk_adler32(uint32_t adler, const uint8_t *p, size_t n)
 }
 
 #endif
-
-int vmdk_inflate_grain(const struct vmdk_extent *x, const uint8_t *cdata, size_t clen,
-                       uint8_t *out, struct diag *d, int64_t at)
-{
-    z_stream z;
-    int r;
-
-    /* RFC 1950 header: deflate, window <= 32 KiB, no preset dictionary */
-    if (clen < 6 || (cdata[0] & 0x0f) != 8 || (cdata[0] >> 4) > 7 || (cdata[1] & 0x20) ||
-        ((unsigned)cdata[0] << 8 | cdata[1]) % 31 != 0)
-        return diag_fail(d, -EINVAL, x->name, at,
-                         "compressed grain does not start with a zlib header");
-    memset(&z, 0, sizeof(z));
-    if (inflateInit2(&z, -15) != Z_OK)
-        return diag_fail(d, -ENOMEM, x->name, at, "cannot initialise zlib");
-    z.next_in = (Bytef *)(uintptr_t)(cdata + 2);
-    z.avail_in = (uInt)(clen - 2);
-    z.next_out = out;
-    z.avail_out = x->grain_bytes;
-    r = inflate(&z, Z_FINISH);
-    size_t got = z.total_out;
-    size_t left = z.avail_in;
-    const uint8_t *trailer = z.next_in;
-    const char *msg = z.msg;
-    inflateEnd(&z);
-    if (r == Z_STREAM_END) {
-        if (left < 4)
-            return diag_fail(d, -EINVAL, x->name, at,
-                             "compressed grain of %zu bytes is truncated (no checksum)", clen);
-        uint32_t want = (uint32_t)trailer[0] << 24 | (uint32_t)trailer[1] << 16 |
-                        (uint32_t)trailer[2] << 8 | trailer[3];
-        if (vmdk_adler32(1, out, got) != want)
-            return diag_fail(d, -EINVAL, x->name, at,
-                             "compressed grain is corrupt (checksum mismatch)");
-        memset(out + got, 0, x->grain_bytes - got);
-        return 0;
-    }
-    if (r == Z_BUF_ERROR && got == x->grain_bytes)
-        return diag_fail(d, -EINVAL, x->name, at,
-                         "compressed grain inflates to more than the grain size (%u bytes)",
-                         x->grain_bytes);
-    if (r == Z_BUF_ERROR)
-        return diag_fail(d, -EINVAL, x->name, at,
-                         "compressed grain of %zu bytes is truncated (inflated %zu bytes)",
-                         clen, got);
-    return diag_fail(d, -EINVAL, x->name, at, "compressed grain is corrupt (zlib: %s)",
-                     msg ? msg : "error");
-}

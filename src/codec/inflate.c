@@ -1,4 +1,7 @@
-/* qcow2 compressed clusters: raw deflate (zlib) or zstd, one cluster each.
+/* Inflating one compressed unit: a qcow2 cluster (raw deflate or zstd), or
+ * a VMDK grain (a zlib stream).
+ *
+ * qcow2 clusters: raw deflate ("zlib") or zstd, one cluster each.
  *
  * The stored length is only known to the sector, so the input may carry
  * bytes of the next compressed cluster after the end of this one's stream:
@@ -10,6 +13,9 @@
  * One cluster never needs a window larger than the cluster, so each
  * decoder is limited to that (ZSTD_d_windowLogMax): a hostile frame asking
  * for 128 MiB is refused instead of costing 128 MiB per reader thread.
+ *
+ * VMDK grains: a zlib stream (2-byte header, deflate data, big-endian
+ * Adler-32 of the grain), inflated raw and checked with adler32.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +26,8 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "formats/qcow2/read_int.h"
+#include "codec/codec.h"
+#include "util/diag.h"
 
 struct qcow2_inflater {
     uint8_t type;
@@ -39,14 +46,14 @@ int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type,
     if (!z)
         return -ENOMEM;
     z->type = compression_type;
-    if (compression_type == QCOW2_COMPRESSION_ZLIB) {
+    if (compression_type == CODEC_DEFLATE) {
         /* negative window bits: raw deflate, any window size up to 32 KiB */
         if (inflateInit2(&z->z, -15) != Z_OK) {
             free(z);
             return -ENOMEM;
         }
         z->z_ready = true;
-    } else if (compression_type == QCOW2_COMPRESSION_ZSTD) {
+    } else if (compression_type == CODEC_ZSTD) {
         /* the cluster size, but at least what zstd accepts as a limit (a
          * compressor may round a 512-byte cluster's window up to 1 KiB) */
         ZSTD_bounds b = ZSTD_dParam_getBounds(ZSTD_d_windowLogMax);
@@ -188,64 +195,58 @@ int qcow2_inflate(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
                   uint8_t *out, size_t cap, size_t *produced, char *why, size_t whylen)
 {
     *produced = 0;
-    if (z->type == QCOW2_COMPRESSION_ZLIB)
+    if (z->type == CODEC_DEFLATE)
         return inflate_zlib(z, in, inlen, out, cap, produced, why, whylen);
     return inflate_zstd(z, in, inlen, out, cap, produced, why, whylen);
 }
 
-void qcow2_inflate_pool_init(struct qcow2_inflate_pool *p, uint8_t type,
-                             uint32_t cluster_size)
-{
-    pthread_mutex_init(&p->lock, NULL);
-    p->free = NULL;
-    p->type = type;
-    p->cluster_size = cluster_size;
-}
+/* --- VMDK grains: zlib streams ------------------------------------------------ */
 
-static void slot_free(struct qcow2_inflate_slot *s)
+int codec_zlib_inflate_grain(const uint8_t *cdata, size_t clen, uint8_t *out,
+                             uint32_t grain_bytes, struct diag *d, const char *file,
+                             int64_t at)
 {
-    qcow2_inflater_free(s->z);
-    free(s->in);
-    free(s->out);
-    free(s);
-}
+    z_stream z;
+    int r;
 
-void qcow2_inflate_pool_destroy(struct qcow2_inflate_pool *p)
-{
-    while (p->free) {
-        struct qcow2_inflate_slot *s = p->free;
-        p->free = s->next;
-        slot_free(s);
+    /* RFC 1950 header: deflate, window <= 32 KiB, no preset dictionary */
+    if (clen < 6 || (cdata[0] & 0x0f) != 8 || (cdata[0] >> 4) > 7 || (cdata[1] & 0x20) ||
+        ((unsigned)cdata[0] << 8 | cdata[1]) % 31 != 0)
+        return diag_fail(d, -EINVAL, file, at,
+                         "compressed grain does not start with a zlib header");
+    memset(&z, 0, sizeof(z));
+    if (inflateInit2(&z, -15) != Z_OK)
+        return diag_fail(d, -ENOMEM, file, at, "cannot initialise zlib");
+    z.next_in = (Bytef *)(uintptr_t)(cdata + 2);
+    z.avail_in = (uInt)(clen - 2);
+    z.next_out = out;
+    z.avail_out = grain_bytes;
+    r = inflate(&z, Z_FINISH);
+    size_t got = z.total_out;
+    size_t left = z.avail_in;
+    const uint8_t *trailer = z.next_in;
+    const char *msg = z.msg;
+    inflateEnd(&z);
+    if (r == Z_STREAM_END) {
+        if (left < 4)
+            return diag_fail(d, -EINVAL, file, at,
+                             "compressed grain of %zu bytes is truncated (no checksum)", clen);
+        uint32_t want = (uint32_t)trailer[0] << 24 | (uint32_t)trailer[1] << 16 |
+                        (uint32_t)trailer[2] << 8 | trailer[3];
+        if (vmdk_adler32(1, out, got) != want)
+            return diag_fail(d, -EINVAL, file, at,
+                             "compressed grain is corrupt (checksum mismatch)");
+        memset(out + got, 0, grain_bytes - got);
+        return 0;
     }
-    pthread_mutex_destroy(&p->lock);
-}
-
-struct qcow2_inflate_slot *qcow2_inflate_pool_take(struct qcow2_inflate_pool *p)
-{
-    pthread_mutex_lock(&p->lock);
-    struct qcow2_inflate_slot *s = p->free;
-    if (s)
-        p->free = s->next;
-    pthread_mutex_unlock(&p->lock);
-    if (s)
-        return s;
-    s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    /* the descriptor can span up to two clusters of sectors */
-    s->in = malloc((size_t)p->cluster_size * 2);
-    s->out = malloc(p->cluster_size);
-    if (!s->in || !s->out || qcow2_inflater_new(&s->z, p->type, p->cluster_size) < 0) {
-        slot_free(s);
-        return NULL;
-    }
-    return s;
-}
-
-void qcow2_inflate_pool_give(struct qcow2_inflate_pool *p, struct qcow2_inflate_slot *s)
-{
-    pthread_mutex_lock(&p->lock);
-    s->next = p->free;
-    p->free = s;
-    pthread_mutex_unlock(&p->lock);
+    if (r == Z_BUF_ERROR && got == grain_bytes)
+        return diag_fail(d, -EINVAL, file, at,
+                         "compressed grain inflates to more than the grain size (%u bytes)",
+                         grain_bytes);
+    if (r == Z_BUF_ERROR)
+        return diag_fail(d, -EINVAL, file, at,
+                         "compressed grain of %zu bytes is truncated (inflated %zu bytes)",
+                         clen, got);
+    return diag_fail(d, -EINVAL, file, at, "compressed grain is corrupt (zlib: %s)",
+                     msg ? msg : "error");
 }

@@ -1,4 +1,7 @@
-#include "formats/deflate_ctx.h"
+/* Each thread's raw-deflate and zstd compression contexts (codec.h):
+ * created on a thread's first use, reset between uses, freed by a pthread
+ * key when the thread ends. */
+#include "codec/codec.h"
 
 #include <errno.h>
 #include <pthread.h>

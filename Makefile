@@ -65,7 +65,11 @@ ALL_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 LDFLAGS    += -fsanitize=address,undefined
 endif
 
-LIB_SRC  := $(sort $(shell find src -name '*.c' ! -name main.c))
+# The library's source folders, named: a .c file elsewhere is not compiled
+# just because it exists.  src/*.c is the top level (main.c is the program).
+SRC_DIRS := src src/formats src/formats/qcow2 src/formats/vmdk src/formats/ova \
+            src/formats/raw src/codec src/io src/util src/zerodetect
+LIB_SRC  := $(sort $(filter-out src/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c))))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 MAIN_OBJ := $(BUILD)/src/main.o
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))

@@ -1,13 +1,26 @@
 #include "formats/registry.h"
 
-#include "formats/qcow2/qcow2.h"
 #include "formats/ova/ova.h"
+#include "formats/qcow2/qcow2.h"
+#include "formats/qcow2/write.h"
 #include "formats/vmdk/vmdk.h"
+#include "formats/vmdk/write.h"
 
 const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,
     &bd_vmdk,
     &bd_ova,
     &bd_raw,
+    NULL,
+};
+
+const struct bd_driver *const bd_writers[] = {
+    &bd_raw,            /* raw reads and writes through one table */
+    &bd_qcow2_out,
+    &bd_qcow2_stream,
+    &bd_qcow2_inplace,
+    &bd_vmdkw_sparse,
+    &bd_vmdkw_multi,
+    &bd_vmdkw_stream,
     NULL,
 };

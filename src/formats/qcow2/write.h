@@ -117,6 +117,10 @@ int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *
 
 /* The writing driver (name "qcow2", probe NULL). */
 extern const struct bd_driver bd_qcow2_out;
+/* The writers of a qcow2 stream (two passes) and of convert -n into an
+ * existing image; create() picks the one it needs. */
+extern const struct bd_driver bd_qcow2_stream;
+extern const struct bd_driver bd_qcow2_inplace;
 
 /* For the reading driver's table (bd_qcow2): `.create = qcow2w_create,
  * .compress = qcow2w_compress` -- convert checks the format's driver for

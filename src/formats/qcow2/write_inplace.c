@@ -651,7 +651,7 @@ static void ip_close(struct bd *bd)
     free(w);
 }
 
-static const struct bd_driver bd_qcow2_inplace = {
+const struct bd_driver bd_qcow2_inplace = {
     .name = "qcow2",
     .pwrite = ip_pwrite,
     .write_zeroes = ip_write_zeroes,

@@ -658,7 +658,7 @@ static void s_close(struct bd *bd)
     free(s);
 }
 
-static const struct bd_driver bd_qcow2_stream = {
+const struct bd_driver bd_qcow2_stream = {
     .name = "qcow2",
     .create_options_help = qcow2w_options_help,
     .pwrite = s_pwrite,

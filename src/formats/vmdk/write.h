@@ -99,6 +99,12 @@ int vmdkw_parse_params(struct kvopts *kv, const struct bd_create_opts *co,
 /* `-o help` text for vmdk output (qemu-img's wording). */
 extern const char vmdkw_options_help[];
 
+/* The writers create() returns, by subformat: monolithicSparse,
+ * the multi-file ones (split and flat), streamOptimized. */
+extern const struct bd_driver bd_vmdkw_sparse;
+extern const struct bd_driver bd_vmdkw_multi;
+extern const struct bd_driver bd_vmdkw_stream;
+
 /* qemu-img create's "Formatting ..." options for vmdk (bd_driver
  * describe_create): " size=N adapter_type=... compat6=off hwversion=undefined
  * ..."; co's -b and -F stand for backing_file and backing_fmt. */

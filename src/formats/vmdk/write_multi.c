@@ -59,7 +59,6 @@ struct vmdkw_multi {
     uint64_t clock;
 };
 
-extern const struct bd_driver bd_vmdkw_multi;
 
 static struct vmdkw_multi *to_w(struct bd *bd)
 {

@@ -27,7 +27,6 @@ struct vmdkw_sparse {
     bool finished;
 };
 
-extern const struct bd_driver bd_vmdkw_sparse;
 
 static struct vmdkw_sparse *to_w(struct bd *bd)
 {

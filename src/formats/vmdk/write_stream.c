@@ -51,7 +51,6 @@ struct vmdkw_stream {
     uint8_t *pad;           /* the last grain padded to its sector end */
 };
 
-extern const struct bd_driver bd_vmdkw_stream;
 
 static struct vmdkw_stream *to_w(struct bd *bd)
 {

@@ -15,7 +15,7 @@
 #define ADLER_MOD  65521u
 #define ADLER_NMAX 5552u    /* bytes before the sums must be reduced */
 
-uint32_t vmdk_adler32_generic(uint32_t adler, const uint8_t *p, size_t n)
+uint32_t codec_adler32_generic(uint32_t adler, const uint8_t *p, size_t n)
 {
     uint32_t s1 = adler & 0xffff, s2 = adler >> 16;
 
@@ -51,7 +51,7 @@ static uint32_t hsum32(__m256i v)
 }
 
 __attribute__((target("avx2")))
-uint32_t vmdk_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n)
+uint32_t codec_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n)
 {
     uint64_t s1 = adler & 0xffff, s2 = adler >> 16;
     const __m256i zero = _mm256_setzero_si256();
@@ -80,19 +80,19 @@ uint32_t vmdk_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n)
         s1 %= ADLER_MOD;
         s2 %= ADLER_MOD;
     }
-    return vmdk_adler32_generic((uint32_t)(s2 << 16 | s1), p, n);
+    return codec_adler32_generic((uint32_t)(s2 << 16 | s1), p, n);
 }
 
-static uint32_t (*adler_fn)(uint32_t, const uint8_t *, size_t) = vmdk_adler32_generic;
+static uint32_t (*adler_fn)(uint32_t, const uint8_t *, size_t) = codec_adler32_generic;
 static pthread_once_t adler_once = PTHREAD_ONCE_INIT;
 
 static void adler_choose(void)
 {
     if (zd_cpu_features() & ZD_CPU_AVX2)
-        adler_fn = vmdk_adler32_avx2;
+        adler_fn = codec_adler32_avx2;
 }
 
-uint32_t vmdk_adler32(uint32_t adler, const uint8_t *p, size_t n)
+uint32_t codec_adler32(uint32_t adler, const uint8_t *p, size_t n)
 {
     pthread_once(&adler_once, adler_choose);
     return adler_fn(adler, p, n);
@@ -100,9 +100,9 @@ uint32_t vmdk_adler32(uint32_t adler, const uint8_t *p, size_t n)
 
 #else
 
-uint32_t vmdk_adler32(uint32_t adler, const uint8_t *p, size_t n)
+uint32_t codec_adler32(uint32_t adler, const uint8_t *p, size_t n)
 {
-    return vmdk_adler32_generic(adler, p, n);
+    return codec_adler32_generic(adler, p, n);
 }
 
 #endif

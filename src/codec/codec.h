@@ -35,17 +35,17 @@ struct diag;
 /* Raw deflate (no header, no checksum) of in[0..len) into out[0..cap) at
  * `level` with a window of 2^window_bits bytes.  Returns the compressed
  * length, 0 when it does not fit in cap, or a negative errno. */
-ssize_t deflate_ctx_raw(const void *in, size_t len, void *out, size_t cap, int level,
+ssize_t codec_deflate_raw(const void *in, size_t len, void *out, size_t cap, int level,
                         int window_bits, int mem_level);
 
 /* One zstd frame at `level`; same returns. */
-ssize_t deflate_ctx_zstd(const void *in, size_t len, void *out, size_t cap, int level);
+ssize_t codec_zstd_compress(const void *in, size_t len, void *out, size_t cap, int level);
 
 /* 1 when zstd's fastest level cannot shrink in[0..len) by 1/64 (deflate
  * would then save little too: the buffer is random, encrypted or already
  * compressed), 0 otherwise or when len is under 4 KiB, or a negative errno.
  * out[0..cap) is scratch.  About 1/100 of deflate's time on such data. */
-int deflate_ctx_incompressible(const void *in, size_t len, void *out, size_t cap);
+int codec_incompressible(const void *in, size_t len, void *out, size_t cap);
 
 /* --- compressing (deflate.c) ------------------------------------------------ */
 
@@ -53,43 +53,43 @@ int deflate_ctx_incompressible(const void *in, size_t len, void *out, size_t cap
  * raw deflate with a 4 KiB window, as qemu reads it; CODEC_ZSTD: one
  * frame).  Returns the compressed length, 0 when it does not come out
  * shorter than the input, or a negative errno. */
-ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len,
+ssize_t codec_compress_cluster(int type, const void *in, size_t len,
                                 void *out, size_t cap);
 
 /* The same for what the converter hands compress(): a whole cluster, or
  * the image's short last one (len < cluster_size), padded to a cluster
  * with the bytes of `rest` (cluster_size of them) or, when NULL, zeros --
  * readers inflate whole clusters. */
-ssize_t qcow2w_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
+ssize_t codec_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
                                 const void *rest, void *out, size_t cap);
 
 /* Compress one VMDK grain into a zlib stream (deflate, 32 KiB window, as
  * VMware and qemu read it).  Returns the length, 0 when the grain does not
- * come out shorter than `len` (then store it with vmdkw_zlib_stored), or a
+ * come out shorter than `len` (then store it with codec_zlib_stored), or a
  * negative errno. */
-ssize_t vmdkw_deflate(const void *in, size_t len, void *out, size_t cap);
+ssize_t codec_zlib_deflate_grain(const void *in, size_t len, void *out, size_t cap);
 
 /* `len` bytes as a zlib stream of stored deflate blocks (no compression).
- * Returns the length, or -ENOSPC when cap < vmdkw_zlib_stored_bound(len). */
-ssize_t vmdkw_zlib_stored(const void *in, size_t len, void *out, size_t cap);
-size_t vmdkw_zlib_stored_bound(size_t len);
+ * Returns the length, or -ENOSPC when cap < codec_zlib_stored_bound(len). */
+ssize_t codec_zlib_stored(const void *in, size_t len, void *out, size_t cap);
+size_t codec_zlib_stored_bound(size_t len);
 
 /* --- inflating (inflate.c) --------------------------------------------------- */
 
-struct qcow2_inflater;
+struct codec_inflater;
 
 /* An inflater for clusters of `cluster_size` bytes of compression type
  * CODEC_DEFLATE or CODEC_ZSTD (zstd frames that ask for a larger window
  * are refused).  One thread at a time per inflater. */
-int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type,
+int codec_inflater_new(struct codec_inflater **out, uint8_t compression_type,
                        uint32_t cluster_size);
-void qcow2_inflater_free(struct qcow2_inflater *z);
+void codec_inflater_free(struct codec_inflater *z);
 
 /* Inflate one compressed cluster from `in` into `out` (`cap` bytes, the
  * cluster size).  *produced is how much it filled.  Fails with -EINVAL and
  * a reason in `why` when the data is corrupt or would inflate to more than
  * `cap` bytes.  The caller checks *produced against what it needs. */
-int qcow2_inflate(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
+int codec_inflate_cluster(struct codec_inflater *z, const uint8_t *in, size_t inlen,
                   uint8_t *out, size_t cap, size_t *produced, char *why, size_t whylen);
 
 /* Inflate one compressed VMDK grain (a zlib stream: 2-byte header, deflate
@@ -103,34 +103,34 @@ int codec_zlib_inflate_grain(const uint8_t *cdata, size_t clen, uint8_t *out,
 /* --- a pool of cluster inflaters (inflate_pool.c) ---------------------------- */
 
 /* A free list of inflaters with their buffers, one per concurrent reader. */
-struct qcow2_inflate_slot {
-    struct qcow2_inflater *z;
+struct codec_inflate_slot {
+    struct codec_inflater *z;
     uint8_t *in;     /* 2 * cluster_size: the most a descriptor can span */
     uint8_t *out;    /* cluster_size */
-    struct qcow2_inflate_slot *next;
+    struct codec_inflate_slot *next;
 };
 
-struct qcow2_inflate_pool {
+struct codec_inflate_pool {
     pthread_mutex_t lock;
-    struct qcow2_inflate_slot *free;
+    struct codec_inflate_slot *free;
     uint8_t type;
     uint32_t cluster_size;
 };
 
-void qcow2_inflate_pool_init(struct qcow2_inflate_pool *p, uint8_t type,
+void codec_inflate_pool_init(struct codec_inflate_pool *p, uint8_t type,
                              uint32_t cluster_size);
-void qcow2_inflate_pool_destroy(struct qcow2_inflate_pool *p);
-struct qcow2_inflate_slot *qcow2_inflate_pool_take(struct qcow2_inflate_pool *p);
-void qcow2_inflate_pool_give(struct qcow2_inflate_pool *p, struct qcow2_inflate_slot *s);
+void codec_inflate_pool_destroy(struct codec_inflate_pool *p);
+struct codec_inflate_slot *codec_inflate_pool_take(struct codec_inflate_pool *p);
+void codec_inflate_pool_give(struct codec_inflate_pool *p, struct codec_inflate_slot *s);
 
 /* --- Adler-32 (adler32.c) ---------------------------------------------------- */
 
 /* zlib's Adler-32 of p[0..n) continuing from `adler` (1 to start), with
  * AVX2 when the CPU has it.  The two variants are there for the tests. */
-uint32_t vmdk_adler32(uint32_t adler, const uint8_t *p, size_t n);
-uint32_t vmdk_adler32_generic(uint32_t adler, const uint8_t *p, size_t n);
+uint32_t codec_adler32(uint32_t adler, const uint8_t *p, size_t n);
+uint32_t codec_adler32_generic(uint32_t adler, const uint8_t *p, size_t n);
 #if defined(__x86_64__) || defined(__i386__)
-uint32_t vmdk_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n);
+uint32_t codec_adler32_avx2(uint32_t adler, const uint8_t *p, size_t n);
 #endif
 
 #endif

@@ -68,7 +68,7 @@ static ZSTD_CCtx *zstd_get(struct ctx *c)
     return c->zstd;
 }
 
-ssize_t deflate_ctx_raw(const void *in, size_t len, void *out, size_t cap, int level,
+ssize_t codec_deflate_raw(const void *in, size_t len, void *out, size_t cap, int level,
                         int window_bits, int mem_level)
 {
     struct ctx *c = ctx_get();
@@ -106,7 +106,7 @@ ssize_t deflate_ctx_raw(const void *in, size_t len, void *out, size_t cap, int l
     return -EIO;
 }
 
-ssize_t deflate_ctx_zstd(const void *in, size_t len, void *out, size_t cap, int level)
+ssize_t codec_zstd_compress(const void *in, size_t len, void *out, size_t cap, int level)
 {
     struct ctx *c = ctx_get();
     ZSTD_CCtx *z;
@@ -120,13 +120,13 @@ ssize_t deflate_ctx_zstd(const void *in, size_t len, void *out, size_t cap, int 
     return (ssize_t)r;
 }
 
-int deflate_ctx_incompressible(const void *in, size_t len, void *out, size_t cap)
+int codec_incompressible(const void *in, size_t len, void *out, size_t cap)
 {
     size_t want = len - (len >> PROBE_SAVING_SHIFT);
 
     if (len < PROBE_MIN_LEN || cap < want)
         return 0;
-    ssize_t r = deflate_ctx_zstd(in, len, out, want, 1);
+    ssize_t r = codec_zstd_compress(in, len, out, want, 1);
     if (r == -ENOMEM)
         return -ENOMEM;
     return r == 0;   /* another zstd error: let deflate decide */

@@ -35,16 +35,16 @@
 
 /* Raw deflate of in[0..len) into dst[0..dst_cap), unless the zstd probe
  * (into out[0..probe_cap), scratch) finds the input incompressible: 0
- * then, as when it does not fit; else deflate_ctx_raw's return. */
+ * then, as when it does not fit; else codec_deflate_raw's return. */
 static ssize_t deflate_probed(const void *in, size_t len, void *out, size_t probe_cap,
                               void *dst, size_t dst_cap, int level, int window_bits,
                               int mem_level)
 {
-    int r = deflate_ctx_incompressible(in, len, out, probe_cap);
+    int r = codec_incompressible(in, len, out, probe_cap);
 
     if (r != 0)
         return r > 0 ? 0 : r;
-    return deflate_ctx_raw(in, len, dst, dst_cap, level, window_bits, mem_level);
+    return codec_deflate_raw(in, len, dst, dst_cap, level, window_bits, mem_level);
 }
 
 /* --- qcow2 clusters ------------------------------------------------------------ */
@@ -53,7 +53,7 @@ static ssize_t deflate_probed(const void *in, size_t len, void *out, size_t prob
 #define ZLIB_MEM_LEVEL 9
 #define ZSTD_LEVEL 3
 
-ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len, void *out, size_t cap)
+ssize_t codec_compress_cluster(int type, const void *in, size_t len, void *out, size_t cap)
 {
     size_t limit;
 
@@ -65,18 +65,18 @@ ssize_t qcow2w_compress_cluster(int type, const void *in, size_t len, void *out,
     if (limit > cap)
         limit = cap;
     if (type == CODEC_ZSTD)
-        return deflate_ctx_zstd(in, len, out, limit, ZSTD_LEVEL);
+        return codec_zstd_compress(in, len, out, limit, ZSTD_LEVEL);
     return deflate_probed(in, len, out, limit, out, limit, Z_DEFAULT_COMPRESSION,
                           ZLIB_WINDOW_BITS, ZLIB_MEM_LEVEL);
 }
 
-ssize_t qcow2w_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
+ssize_t codec_compress_granule(int type, const void *in, size_t len, size_t cluster_size,
                                 const void *rest, void *out, size_t cap)
 {
     if (len > cluster_size)
         return -EINVAL;
     if (len == cluster_size)
-        return qcow2w_compress_cluster(type, in, len, out, cap);
+        return codec_compress_cluster(type, in, len, out, cap);
     /* readers inflate a whole cluster: pad the short one (a copy of its
      * own, since this runs on several threads at once) */
     uint8_t *pad = rest ? malloc(cluster_size) : calloc(1, cluster_size);
@@ -85,7 +85,7 @@ ssize_t qcow2w_compress_granule(int type, const void *in, size_t len, size_t clu
     if (rest)
         memcpy(pad, rest, cluster_size);
     memcpy(pad, in, len);
-    ssize_t r = qcow2w_compress_cluster(type, pad, cluster_size, out, cap);
+    ssize_t r = codec_compress_cluster(type, pad, cluster_size, out, cap);
     free(pad);
     return r;
 }
@@ -105,7 +105,7 @@ static void zlib_header(uint8_t *p, unsigned level_bits)
     p[1] = (uint8_t)flg;
 }
 
-ssize_t vmdkw_deflate(const void *in, size_t len, void *out, size_t cap)
+ssize_t codec_zlib_deflate_grain(const void *in, size_t len, void *out, size_t cap)
 {
     uint8_t *o = out;
 
@@ -119,11 +119,11 @@ ssize_t vmdkw_deflate(const void *in, size_t len, void *out, size_t cap)
         return d;               /* 0: does not fit, store it */
     zlib_header(o, 2);          /* FLEVEL 2: the default level */
     size_t n = 2 + (size_t)d;
-    be32_put(o + n, vmdk_adler32(1, in, len));
+    be32_put(o + n, codec_adler32(1, in, len));
     return (ssize_t)(n + 4);
 }
 
-size_t vmdkw_zlib_stored_bound(size_t len)
+size_t codec_zlib_stored_bound(size_t len)
 {
     size_t blocks = len / STORED_MAX + (len % STORED_MAX != 0);
     if (blocks == 0)
@@ -131,13 +131,13 @@ size_t vmdkw_zlib_stored_bound(size_t len)
     return 2 + 5 * blocks + len + 4;
 }
 
-ssize_t vmdkw_zlib_stored(const void *in, size_t len, void *out, size_t cap)
+ssize_t codec_zlib_stored(const void *in, size_t len, void *out, size_t cap)
 {
     const uint8_t *src = in;
     uint8_t *o = out;
     size_t pos = 2, left = len;
 
-    if (cap < vmdkw_zlib_stored_bound(len))
+    if (cap < codec_zlib_stored_bound(len))
         return -ENOSPC;
     zlib_header(o, 0);          /* FLEVEL 0: fastest */
     do {
@@ -150,6 +150,6 @@ ssize_t vmdkw_zlib_stored(const void *in, size_t len, void *out, size_t cap)
         src += n;
         left -= n;
     } while (left);
-    be32_put(o + pos, vmdk_adler32(1, in, len));
+    be32_put(o + pos, codec_adler32(1, in, len));
     return (ssize_t)(pos + 4);
 }

@@ -29,7 +29,7 @@
 #include "codec/codec.h"
 #include "util/diag.h"
 
-struct qcow2_inflater {
+struct codec_inflater {
     uint8_t type;
     unsigned window_log;    /* zstd: the largest window accepted */
     bool z_ready;
@@ -37,10 +37,10 @@ struct qcow2_inflater {
     ZSTD_DCtx *zs;
 };
 
-int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type,
+int codec_inflater_new(struct codec_inflater **out, uint8_t compression_type,
                        uint32_t cluster_size)
 {
-    struct qcow2_inflater *z = calloc(1, sizeof(*z));
+    struct codec_inflater *z = calloc(1, sizeof(*z));
 
     *out = NULL;
     if (!z)
@@ -75,7 +75,7 @@ int qcow2_inflater_new(struct qcow2_inflater **out, uint8_t compression_type,
     return 0;
 }
 
-void qcow2_inflater_free(struct qcow2_inflater *z)
+void codec_inflater_free(struct codec_inflater *z)
 {
     if (!z)
         return;
@@ -85,7 +85,7 @@ void qcow2_inflater_free(struct qcow2_inflater *z)
     free(z);
 }
 
-static int inflate_zlib(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
+static int inflate_zlib(struct codec_inflater *z, const uint8_t *in, size_t inlen,
                         uint8_t *out, size_t cap, size_t *produced, char *why,
                         size_t whylen)
 {
@@ -129,7 +129,7 @@ static int inflate_zlib(struct qcow2_inflater *z, const uint8_t *in, size_t inle
 
 /* Why zstd refused a frame: its window (or declared size) when that is the
  * reason, else zstd's own words. */
-static void zstd_why(const struct qcow2_inflater *z, size_t ret, const uint8_t *in,
+static void zstd_why(const struct codec_inflater *z, size_t ret, const uint8_t *in,
                      size_t inlen, size_t cap, char *why, size_t whylen)
 {
     ZSTD_frameHeader fh;
@@ -148,7 +148,7 @@ static void zstd_why(const struct qcow2_inflater *z, size_t ret, const uint8_t *
                  1ULL << z->window_log, fh.windowSize);
 }
 
-static int inflate_zstd(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
+static int inflate_zstd(struct codec_inflater *z, const uint8_t *in, size_t inlen,
                         uint8_t *out, size_t cap, size_t *produced, char *why,
                         size_t whylen)
 {
@@ -191,7 +191,7 @@ static int inflate_zstd(struct qcow2_inflater *z, const uint8_t *in, size_t inle
     }
 }
 
-int qcow2_inflate(struct qcow2_inflater *z, const uint8_t *in, size_t inlen,
+int codec_inflate_cluster(struct codec_inflater *z, const uint8_t *in, size_t inlen,
                   uint8_t *out, size_t cap, size_t *produced, char *why, size_t whylen)
 {
     *produced = 0;
@@ -233,7 +233,7 @@ int codec_zlib_inflate_grain(const uint8_t *cdata, size_t clen, uint8_t *out,
                              "compressed grain of %zu bytes is truncated (no checksum)", clen);
         uint32_t want = (uint32_t)trailer[0] << 24 | (uint32_t)trailer[1] << 16 |
                         (uint32_t)trailer[2] << 8 | trailer[3];
-        if (vmdk_adler32(1, out, got) != want)
+        if (codec_adler32(1, out, got) != want)
             return diag_fail(d, -EINVAL, file, at,
                              "compressed grain is corrupt (checksum mismatch)");
         memset(out + got, 0, grain_bytes - got);

@@ -46,11 +46,11 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 static void test_type(uint8_t type)
 {
     static uint8_t src[2 * CS], comp[4 * CS], out[CS + 64], big[2 * CS];
-    struct qcow2_inflater *z;
+    struct codec_inflater *z;
     size_t produced, n;
     char why[200];
 
-    CHECK(qcow2_inflater_new(&z, type, CS) == 0);
+    CHECK(codec_inflater_new(&z, type, CS) == 0);
     size_t (*pack)(const uint8_t *, size_t, uint8_t *, size_t) =
         type == QCOW2_COMPRESSION_ZLIB ? deflate_raw : compress_zstd;
     const char *corrupt = type == QCOW2_COMPRESSION_ZLIB ? "corrupt deflate data"
@@ -61,46 +61,46 @@ static void test_type(uint8_t type)
     n = pack(src, CS, comp, sizeof(comp));
     CHECK(n > 0);
     memset(out, 0xee, sizeof(out));
-    CHECK(qcow2_inflate(z, comp, n, out, CS, &produced, why, sizeof(why)) == 0);
+    CHECK(codec_inflate_cluster(z, comp, n, out, CS, &produced, why, sizeof(why)) == 0);
     CHECK(produced == CS && memcmp(out, src, CS) == 0);
     CHECK(out[CS] == 0xee);
     memset(comp + n, 0x5a, 1000);
-    CHECK(qcow2_inflate(z, comp, n + 1000, out, CS, &produced, why, sizeof(why)) == 0);
+    CHECK(codec_inflate_cluster(z, comp, n + 1000, out, CS, &produced, why, sizeof(why)) == 0);
     CHECK(produced == CS && memcmp(out, src, CS) == 0);
     /* the same inflater again (reset between uses) */
     fill(src, CS, 2);
     n = pack(src, CS, comp, sizeof(comp));
-    CHECK(qcow2_inflate(z, comp, n, out, CS, &produced, why, sizeof(why)) == 0);
+    CHECK(codec_inflate_cluster(z, comp, n, out, CS, &produced, why, sizeof(why)) == 0);
     CHECK(produced == CS && memcmp(out, src, CS) == 0);
 
     /* a stream of two clusters: refused, nothing written past `cap` */
     memset(big, 'a', sizeof(big));
     n = pack(big, sizeof(big), comp, sizeof(comp));
     memset(out, 0xee, sizeof(out));
-    CHECK(qcow2_inflate(z, comp, n, out, CS, &produced, why, sizeof(why)) < 0);
+    CHECK(codec_inflate_cluster(z, comp, n, out, CS, &produced, why, sizeof(why)) < 0);
     CHECK(strstr(why, "inflates to more than the cluster size (65536 bytes)") != NULL);
     CHECK(out[CS] == 0xee);
     /* one byte too many */
     n = pack(big, CS + 1, comp, sizeof(comp));
-    CHECK(qcow2_inflate(z, comp, n, out, CS, &produced, why, sizeof(why)) < 0);
+    CHECK(codec_inflate_cluster(z, comp, n, out, CS, &produced, why, sizeof(why)) < 0);
     CHECK(strstr(why, "inflates to more than") != NULL);
 
     /* a short stream: success, the caller sees how much came out */
     n = pack(big, 1000, comp, sizeof(comp));
-    CHECK(qcow2_inflate(z, comp, n, out, CS, &produced, why, sizeof(why)) == 0);
+    CHECK(codec_inflate_cluster(z, comp, n, out, CS, &produced, why, sizeof(why)) == 0);
     CHECK(produced == 1000);
     /* a cut stream: short or corrupt, never more than was there */
     fill(src, CS, 3);
     n = pack(src, CS, comp, sizeof(comp));
-    int r = qcow2_inflate(z, comp, n / 2, out, CS, &produced, why, sizeof(why));
+    int r = codec_inflate_cluster(z, comp, n / 2, out, CS, &produced, why, sizeof(why));
     CHECK((r == 0 && produced < CS) || (r < 0 && strstr(why, corrupt)));
 
     /* garbage */
     memset(comp, 0xff, 4096);
-    r = qcow2_inflate(z, comp, 4096, out, CS, &produced, why, sizeof(why));
+    r = codec_inflate_cluster(z, comp, 4096, out, CS, &produced, why, sizeof(why));
     CHECK(r < 0 && strstr(why, corrupt) != NULL);
     /* empty input */
-    r = qcow2_inflate(z, comp, 0, out, CS, &produced, why, sizeof(why));
+    r = codec_inflate_cluster(z, comp, 0, out, CS, &produced, why, sizeof(why));
     CHECK(r < 0 || produced == 0);
 
     /* random damage never crashes and never fills past the cluster */
@@ -115,26 +115,26 @@ static void test_type(uint8_t type)
             dam[(x >> 8) % good] ^= (uint8_t)(1u << (x % 8));
         }
         out[CS] = 0xee;
-        qcow2_inflate(z, dam, good, out, CS, &produced, why, sizeof(why));
+        codec_inflate_cluster(z, dam, good, out, CS, &produced, why, sizeof(why));
         CHECK(produced <= CS && out[CS] == 0xee);
     }
-    qcow2_inflater_free(z);
+    codec_inflater_free(z);
 }
 
 static void test_pool(void)
 {
-    struct qcow2_inflate_pool p;
-    qcow2_inflate_pool_init(&p, QCOW2_COMPRESSION_ZSTD, 4096);
-    struct qcow2_inflate_slot *a = qcow2_inflate_pool_take(&p);
-    struct qcow2_inflate_slot *b = qcow2_inflate_pool_take(&p);
+    struct codec_inflate_pool p;
+    codec_inflate_pool_init(&p, QCOW2_COMPRESSION_ZSTD, 4096);
+    struct codec_inflate_slot *a = codec_inflate_pool_take(&p);
+    struct codec_inflate_slot *b = codec_inflate_pool_take(&p);
     CHECK(a && b && a != b);
-    qcow2_inflate_pool_give(&p, a);
-    CHECK(qcow2_inflate_pool_take(&p) == a);    /* reused */
-    qcow2_inflate_pool_give(&p, a);
-    qcow2_inflate_pool_give(&p, b);
-    qcow2_inflate_pool_destroy(&p);
-    struct qcow2_inflater *z;
-    CHECK(qcow2_inflater_new(&z, 7, 4096) == -ENOTSUP);
+    codec_inflate_pool_give(&p, a);
+    CHECK(codec_inflate_pool_take(&p) == a);    /* reused */
+    codec_inflate_pool_give(&p, a);
+    codec_inflate_pool_give(&p, b);
+    codec_inflate_pool_destroy(&p);
+    struct codec_inflater *z;
+    CHECK(codec_inflater_new(&z, 7, 4096) == -ENOTSUP);
 }
 
 /* A zstd frame made by hand: no content size, the window descriptor `wd`
@@ -155,17 +155,17 @@ static size_t rle_frame(uint8_t *f, uint8_t wd, uint32_t n)
 static void test_zstd_window(void)
 {
     static uint8_t frame[64], out[CS];
-    struct qcow2_inflater *z;
+    struct codec_inflater *z;
     size_t produced, n;
     char why[200];
 
     for (uint32_t cs = 512; cs <= (2u << 20); cs *= 2) {
-        CHECK(qcow2_inflater_new(&z, QCOW2_COMPRESSION_ZSTD, cs) == 0);
+        CHECK(codec_inflater_new(&z, QCOW2_COMPRESSION_ZSTD, cs) == 0);
         uint32_t fill_n = cs < 4096 ? cs : 4096;
         /* 2^27: refused, the window named */
         n = rle_frame(frame, 17 << 3, fill_n);
         why[0] = '\0';
-        CHECK(qcow2_inflate(z, frame, n, out, cs < CS ? cs : CS, &produced, why,
+        CHECK(codec_inflate_cluster(z, frame, n, out, cs < CS ? cs : CS, &produced, why,
                             sizeof(why)) == -EINVAL);
         CHECK(strstr(why, "zstd frame asks for a window larger than the cluster size") &&
               strstr(why, "it asks for 134217728 bytes"));
@@ -176,15 +176,15 @@ static void test_zstd_window(void)
         n = rle_frame(frame, (uint8_t)(e << 3), fill_n);
         if (cs <= CS) {
             memset(out, 0, sizeof(out));
-            CHECK(qcow2_inflate(z, frame, n, out, cs, &produced, why, sizeof(why)) == 0);
+            CHECK(codec_inflate_cluster(z, frame, n, out, cs, &produced, why, sizeof(why)) == 0);
             CHECK(produced == fill_n && out[0] == 0x5a && out[fill_n - 1] == 0x5a);
         }
         /* one step above it (mantissa 1: 9/8 of it): refused */
         n = rle_frame(frame, (uint8_t)(e << 3 | 1), fill_n);
-        CHECK(qcow2_inflate(z, frame, n, out, cs < CS ? cs : CS, &produced, why,
+        CHECK(codec_inflate_cluster(z, frame, n, out, cs < CS ? cs : CS, &produced, why,
                             sizeof(why)) == -EINVAL);
         CHECK(strstr(why, "window larger than the cluster size") != NULL);
-        qcow2_inflater_free(z);
+        codec_inflater_free(z);
     }
 }
 

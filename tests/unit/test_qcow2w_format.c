@@ -192,7 +192,7 @@ static void test_compress(void)
     }
     for (size_t i = 8192; i < sizeof(in); i++)
         in[i] = (i / 2048) % 2 ? in[i - 8192] : (uint8_t)rnd();
-    ssize_t cl = qcow2w_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out,
+    ssize_t cl = codec_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out,
                                          sizeof(out));
     CHECK(cl > 0 && cl < (ssize_t)sizeof(in), "zlib %zd", cl);
     z_stream zs = { 0 };
@@ -206,7 +206,7 @@ static void test_compress(void)
           "inflate with a 4 KiB window: %d", zr);
     inflateEnd(&zs);
 
-    cl = qcow2w_compress_cluster(QCOW2_COMPRESSION_ZSTD, in, sizeof(in), out, sizeof(out));
+    cl = codec_compress_cluster(QCOW2_COMPRESSION_ZSTD, in, sizeof(in), out, sizeof(out));
     CHECK(cl > 0, "zstd %zd", cl);
     n = ZSTD_decompress(back, sizeof(back), out, (size_t)cl);
     CHECK(n == sizeof(in) && !memcmp(in, back, sizeof(in)), "zstd round trip");
@@ -214,27 +214,27 @@ static void test_compress(void)
     /* random data does not shrink: 0, stored plain */
     for (size_t i = 0; i < sizeof(in); i++)
         in[i] = (uint8_t)rnd();
-    CHECK(qcow2w_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out))
+    CHECK(codec_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out))
           == 0, "random zlib");
-    CHECK(qcow2w_compress_cluster(QCOW2_COMPRESSION_ZSTD, in, sizeof(in), out, sizeof(out))
+    CHECK(codec_compress_cluster(QCOW2_COMPRESSION_ZSTD, in, sizeof(in), out, sizeof(out))
           == 0, "random zstd");
 
     /* the quick incompressibility probe must not reject what deflate can
      * shrink: random with 4 KiB of zeros; a random 1 KiB block repeated
      * (byte statistics of random data, but repeats within the window) */
     memset(in + 30000, 0, 4096);
-    cl = qcow2w_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out));
+    cl = codec_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out));
     CHECK(cl > 0 && cl < 65536 - 3500, "random + 4 KiB zeros: %zd", cl);
     for (size_t i = 1024; i < sizeof(in); i++)
         in[i] = in[i - 1024];
-    cl = qcow2w_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out));
+    cl = codec_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out));
     CHECK(cl > 0 && cl < 8192, "repeated random block: %zd", cl);
     /* random with repeats sprinkled in (6% of the bytes) */
     for (size_t i = 0; i < sizeof(in); i++)
         in[i] = (uint8_t)rnd();
     for (size_t i = 2048; i + 256 < sizeof(in); i += 4096)
         memcpy(in + i, in + i - 2000, 256);
-    cl = qcow2w_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out));
+    cl = codec_compress_cluster(QCOW2_COMPRESSION_ZLIB, in, sizeof(in), out, sizeof(out));
     CHECK(cl > 0, "random with repeats: %zd", cl);
 }
 

@@ -224,16 +224,16 @@ static void test_adler(void)
     for (size_t len = 0; len < 2000; len += 37)
         for (size_t al = 0; al < 33; al += 7) {
             uint32_t want = (uint32_t)adler32(1, buf + al, (uInt)len);
-            CHECK(vmdk_adler32_generic(1, buf + al, len) == want);
-            CHECK(vmdk_adler32(1, buf + al, len) == want);
+            CHECK(codec_adler32_generic(1, buf + al, len) == want);
+            CHECK(codec_adler32(1, buf + al, len) == want);
         }
     uint32_t want = (uint32_t)adler32(1, buf + 3, (uInt)(n - 3));
-    CHECK(vmdk_adler32_generic(1, buf + 3, n - 3) == want);
-    CHECK(vmdk_adler32(1, buf + 3, n - 3) == want);
+    CHECK(codec_adler32_generic(1, buf + 3, n - 3) == want);
+    CHECK(codec_adler32(1, buf + 3, n - 3) == want);
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2")) {
-        CHECK(vmdk_adler32_avx2(1, buf + 3, n - 3) == want);
-        CHECK(vmdk_adler32_avx2(0x12345678 % 65521, buf, 70000) ==
+        CHECK(codec_adler32_avx2(1, buf + 3, n - 3) == want);
+        CHECK(codec_adler32_avx2(0x12345678 % 65521, buf, 70000) ==
               (uint32_t)adler32(0x12345678 % 65521, buf, 70000));
     }
 #endif

@@ -107,15 +107,15 @@ static void test_zlib(void)
 {
     static const size_t lens[] = { 0, 1, 511, 512, 4096, 65534, 65535, 65536, 65537, 200000 };
     for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
-        size_t n = lens[li], cap = vmdkw_zlib_stored_bound(n);
+        size_t n = lens[li], cap = codec_zlib_stored_bound(n);
         uint8_t *in = malloc(n + 1), *z = malloc(cap + n + 64);
         for (unsigned kind = 0; kind < 3; kind++) {
             fill(in, n, kind);
-            ssize_t s = vmdkw_zlib_stored(in, n, z, cap);
+            ssize_t s = codec_zlib_stored(in, n, z, cap);
             CHECK(s > 0 && (size_t)s == cap);
             CHECK(s > 0 && inflates_to(z, (size_t)s, in, n));
-            CHECK(vmdkw_zlib_stored(in, n, z, cap - 1) == -ENOSPC);
-            ssize_t c = vmdkw_deflate(in, n, z, cap + n + 64);
+            CHECK(codec_zlib_stored(in, n, z, cap - 1) == -ENOSPC);
+            ssize_t c = codec_zlib_deflate_grain(in, n, z, cap + n + 64);
             if (kind == 2 && n >= 4096)
                 CHECK(c == 0);          /* random bytes: stored instead */
             if (kind < 2 && n >= 4096)
@@ -128,7 +128,7 @@ static void test_zlib(void)
             }
             /* no room: 0 (store it), never an overrun */
             if (n >= 4096 && kind == 1)
-                CHECK(vmdkw_deflate(in, n, z, 8) == 0);
+                CHECK(codec_zlib_deflate_grain(in, n, z, 8) == 0);
         }
         free(in);
         free(z);

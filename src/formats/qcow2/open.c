@@ -32,7 +32,7 @@ static void qcow2_close(struct bd *bd)
         return;
     free(q->l1);
     qcow2_l2cache_free(q->l2);
-    qcow2_inflate_pool_destroy(&q->inflate);
+    codec_inflate_pool_destroy(&q->inflate);
     qcow2_bitmaps_free(q->bitmaps, q->nbitmaps);
     qcow2_meta_free(q);
     for (uint32_t i = 0; i < q->nsnaps; i++)
@@ -136,7 +136,7 @@ static int qcow2_open(struct bd **out, struct bfile *f, const struct bd_open_opt
     if ((r = read_header(q)) < 0)
         goto fail;
     const struct qcow2_header *h = &q->h;
-    qcow2_inflate_pool_init(&q->inflate, h->compression_type, h->cluster_size);
+    codec_inflate_pool_init(&q->inflate, h->compression_type, h->cluster_size);
     /* qemu sees the virtual size in whole 512-byte sectors */
     bd->size = h->size & ~(uint64_t)511;
     bd->granule = h->cluster_size;
@@ -162,7 +162,7 @@ static int qcow2_open(struct bd **out, struct bfile *f, const struct bd_open_opt
     return 0;
 fail:
     if (!q->inflate.cluster_size)
-        qcow2_inflate_pool_init(&q->inflate, 0, 512);
+        codec_inflate_pool_init(&q->inflate, 0, 512);
     qcow2_close(bd);
     return r;
 }

@@ -324,7 +324,7 @@ static int read_compressed(struct qcow2 *q, const struct run *run, uint8_t *buf,
     uint64_t cs = q->h.cluster_size;
     uint64_t guest = off & ~(cs - 1), in_cluster = off - guest;
     uint64_t need = bd->size - guest < cs ? bd->size - guest : cs;
-    struct qcow2_inflate_slot *s;
+    struct codec_inflate_slot *s;
     size_t got = 0, produced = 0;
     char why[160];
     int r;
@@ -334,7 +334,7 @@ static int read_compressed(struct qcow2 *q, const struct run *run, uint8_t *buf,
                          "compressed data of guest cluster at %" PRIu64 " starts at host "
                          "offset %" PRIu64 ", past the end of the file (%" PRIu64 " bytes)",
                          guest, run->host, q->file_size);
-    s = qcow2_inflate_pool_take(&q->inflate);
+    s = codec_inflate_pool_take(&q->inflate);
     if (!s)
         return diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory");
     /* the last sector may run past the end of the file */
@@ -343,7 +343,7 @@ static int read_compressed(struct qcow2 *q, const struct run *run, uint8_t *buf,
         goto out;
     /* a whole, aligned cluster inflates straight into the caller's buffer */
     uint8_t *out = (in_cluster == 0 && run->len == cs) ? buf : s->out;
-    r = qcow2_inflate(s->z, s->in, got, out, cs, &produced, why, sizeof(why));
+    r = codec_inflate_cluster(s->z, s->in, got, out, cs, &produced, why, sizeof(why));
     if (r < 0) {
         r = diag_fail(bd->diag, r, bd->filename, (int64_t)run->host,
                       "compressed cluster at host offset %" PRIu64 " (guest offset %"
@@ -362,7 +362,7 @@ static int read_compressed(struct qcow2 *q, const struct run *run, uint8_t *buf,
     if (out != buf)
         memcpy(buf, out + in_cluster, run->len);
 out:
-    qcow2_inflate_pool_give(&q->inflate, s);
+    codec_inflate_pool_give(&q->inflate, s);
     return r;
 }
 

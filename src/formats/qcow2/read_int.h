@@ -171,7 +171,7 @@ struct qcow2 {
     int snapshot;                   /* index into snaps, or -1 (active) */
 
     struct qcow2_l2cache *l2;
-    struct qcow2_inflate_pool inflate;
+    struct codec_inflate_pool inflate;
 
     struct qcow2_bitmap *bitmaps;   /* the bitmap directory, read at open */
     uint32_t nbitmaps;

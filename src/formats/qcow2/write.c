@@ -526,7 +526,7 @@ ssize_t qcow2w_compress(struct bd *bd, const void *in, size_t len, void *out, si
 {
     struct qcow2w *w = to_qcow2w(bd);
 
-    return qcow2w_compress_granule(w->p.compression_type, in, len, w->cs, NULL, out, cap);
+    return codec_compress_granule(w->p.compression_type, in, len, w->cs, NULL, out, cap);
 }
 
 /* Where the next compressed cluster of clen bytes goes: into the tail of

@@ -101,7 +101,7 @@ int qcow2w_header_encode(const struct qcow2w_params *p,
  * 0 when off or clen do not fit the descriptor. */
 uint64_t qcow2w_compressed_entry(unsigned cluster_bits, uint64_t off, size_t clen);
 
-/* compressing a cluster: qcow2w_compress_cluster, qcow2w_compress_granule
+/* compressing a cluster: codec_compress_cluster, codec_compress_granule
  * (codec/codec.h) */
 
 /* qcow2 output to a stream (write_stream.c): two passes (bd_driver.next_pass),

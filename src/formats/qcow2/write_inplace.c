@@ -546,7 +546,7 @@ static ssize_t ip_compress(struct bd *bd, const void *in, size_t len, void *out,
     struct qcow2ip *w = to_ip(bd);
 
     /* a short last cluster keeps the image's bytes after the source's end */
-    return qcow2w_compress_granule(w->h->compression_type, in, len, w->cs, w->tail, out, cap);
+    return codec_compress_granule(w->h->compression_type, in, len, w->cs, w->tail, out, cap);
 }
 
 /* Compressed data never straddles host clusters here: each goes into the

@@ -615,7 +615,7 @@ static ssize_t s_compress(struct bd *bd, const void *in, size_t len, void *out, 
 {
     struct qcow2s *s = to_s(bd);
 
-    return qcow2w_compress_granule(s->p.compression_type, in, len, s->cs, NULL, out, cap);
+    return codec_compress_granule(s->p.compression_type, in, len, s->cs, NULL, out, cap);
 }
 
 static int s_finish(struct bd *bd)

@@ -161,7 +161,7 @@ int vmdkw_extent_name(const struct bfile *f, char **out);
 /* A random content id (never ffffffff or fffffffe, which mean "none"). */
 uint32_t vmdkw_new_cid(void);
 
-/* compressing a grain: vmdkw_deflate, vmdkw_zlib_stored (codec/codec.h) */
+/* compressing a grain: codec_zlib_deflate_grain, codec_zlib_stored (codec/codec.h) */
 
 /* --- drivers ------------------------------------------------------------------ */
 

@@ -354,14 +354,14 @@ static ssize_t fill_copy(void *ctx, uint8_t *out, size_t cap)
 static ssize_t fill_stored(void *ctx, uint8_t *out, size_t cap)
 {
     struct plain *p = ctx;
-    return vmdkw_zlib_stored(p->data, p->len, out, cap);
+    return codec_zlib_stored(p->data, p->len, out, cap);
 }
 
 static ssize_t fill_deflate(void *ctx, uint8_t *out, size_t cap)
 {
     struct plain *p = ctx;
-    ssize_t n = vmdkw_deflate(p->data, p->len, out, cap);
-    return n ? n : vmdkw_zlib_stored(p->data, p->len, out, cap);
+    ssize_t n = codec_zlib_deflate_grain(p->data, p->len, out, cap);
+    return n ? n : codec_zlib_stored(p->data, p->len, out, cap);
 }
 
 /* Grain g's bytes inside the capacity: `data` (len bytes), zero-padded to
@@ -393,7 +393,7 @@ static int st_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
         /* grains the workers could not shrink: stored; zeros written on
          * purpose (-S 0) deflate to almost nothing, here on this thread */
         bool zero = buffer_is_zero(p.data, p.len);
-        if ((r = put_grain(w, g, vmdkw_zlib_stored_bound(glen),
+        if ((r = put_grain(w, g, codec_zlib_stored_bound(glen),
                            zero ? fill_deflate : fill_stored, &p)) < 0)
             goto out;
     }
@@ -417,11 +417,11 @@ static ssize_t st_compress(struct bd *bd, const void *in, size_t len, void *out,
                            (w->p.capacity * VMDK_SECTOR - 1) / VMDKW_GRAIN_BYTES *
                            VMDKW_GRAIN_BYTES);
     if (len == VMDKW_GRAIN_BYTES || len >= last)
-        return vmdkw_deflate(in, len, out, cap);
+        return codec_zlib_deflate_grain(in, len, out, cap);
     if (!(pad = calloc(1, last)))
         return -ENOMEM;
     memcpy(pad, in, len);
-    r = vmdkw_deflate(pad, last, out, cap);
+    r = codec_zlib_deflate_grain(pad, last, out, cap);
     free(pad);
     return r;
 }
@@ -458,7 +458,7 @@ static int st_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
     for (uint64_t g = off / VMDKW_GRAIN_BYTES; g * VMDKW_GRAIN_BYTES < off + len; g++) {
         struct plain p = { w->pad, grain_len(w, g) };
         memset(w->pad, 0, p.len);
-        if ((r = put_grain(w, g, vmdkw_zlib_stored_bound(p.len), fill_deflate, &p)) < 0)
+        if ((r = put_grain(w, g, codec_zlib_stored_bound(p.len), fill_deflate, &p)) < 0)
             return r;
     }
     return 0;

@@ -14,24 +14,46 @@ const char *const cli_version_text =
     "diskimg " DISKIMG_VERSION "\n"
     "Converts raw, qcow2 and vmdk disk images; qemu-img compatible options.\n";
 
+void cli_put_line(FILE *f, const char *s)
+{
+    /* Messages echo what images hold (backing and extent names, descriptor
+     * fields, member names): a control byte in them would reach the
+     * terminal as an escape sequence, so it is written as \xNN.  Tabs and
+     * the newlines of several-line messages stay. */
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('\n', f);
+}
+
+static void vmessage(const char *prefix, const char *fmt, va_list ap)
+{
+    char buf[4096];
+    int n = snprintf(buf, sizeof(buf), "diskimg: %s", prefix);
+
+    if (n < 0 || (size_t)n >= sizeof(buf))
+        n = 0;
+    vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+    cli_put_line(stderr, buf);
+}
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
-    fputs("diskimg: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage("", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 void cli_warn(const char *fmt, ...)
 {
     va_list ap;
-    fputs("diskimg: warning: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage("warning: ", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 void cli_report(const struct diag *d)
@@ -39,7 +61,7 @@ void cli_report(const struct diag *d)
     char buf[2048];
 
     diag_format(d, buf, sizeof(buf));
-    fprintf(stderr, "diskimg: %s\n", buf);
+    cli_error("%s", buf);
 }
 
 int cli_print_json(const struct jval *v)
@@ -57,13 +79,12 @@ int cli_print_json(const struct jval *v)
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fputs("diskimg: ", stderr);
+    char pre[64] = "";
     if (cmd)
-        fprintf(stderr, "%s: ", cmd);
+        snprintf(pre, sizeof(pre), "%s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(pre, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     if (cmd)
         fprintf(stderr, "Try 'diskimg %s --help' for more information.\n", cmd);
     else

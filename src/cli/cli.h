@@ -8,6 +8,12 @@
 struct diag;
 struct jval;
 
+#include <stdio.h>
+
+/* `s` and a newline on `f`, control bytes (but newlines and tabs) written
+ * as \xNN: every message goes through it. */
+void cli_put_line(FILE *f, const char *s);
+
 /* "diskimg: <message>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

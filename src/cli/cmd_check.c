@@ -37,7 +37,7 @@ static const char help_text[] =
 static void print_problem(void *opaque, const char *file, int64_t offset, const char *msg)
 {
     (void)opaque, (void)file, (void)offset;
-    fprintf(stderr, "%s\n", msg);
+    cli_put_line(stderr, msg);
 }
 
 static void print_human(const struct bd_check_result *r)

@@ -272,11 +272,11 @@ static void print_warning(void *opaque, const char *file, int64_t offset, const 
     if (a->quiet)
         return;
     if (file && offset >= 0)
-        fprintf(stderr, "diskimg: warning: %s: %s (offset %lld)\n", file, msg, (long long)offset);
+        cli_warn("%s: %s (offset %lld)", file, msg, (long long)offset);
     else if (offset >= 0)
-        fprintf(stderr, "diskimg: warning: %s (offset %lld)\n", msg, (long long)offset);
+        cli_warn("%s (offset %lld)", msg, (long long)offset);
     else
-        fprintf(stderr, "diskimg: warning: %s\n", msg);
+        cli_warn("%s", msg);
 }
 
 /* Progress over several passes of the conversion, as one. */
@@ -513,9 +513,8 @@ int cmd_convert(int argc, char **argv)
     if (r < 0)
         goto fail;
     if (st.salvaged && !a.quiet)
-        fprintf(stderr, "diskimg: warning: %s: %llu bytes of the source could not be read "
-                "and were written as zeros (--salvage)\n", a.dst,
-                (unsigned long long)st.salvaged);
+        cli_warn("%s: %llu bytes of the source could not be read and were written as "
+                 "zeros (--salvage)", a.dst, (unsigned long long)st.salvaged);
     if (a.verbose) {
         char tb[32], rb[32], zb[32], wb[32];
         size_human(st.total, tb, sizeof(tb));

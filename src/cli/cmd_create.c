@@ -159,12 +159,12 @@ static void print_formatting(const struct args *a, const struct bd_driver *drv, 
 static void print_warning(void *opaque, const char *file, int64_t offset, const char *msg)
 {
     (void)opaque, (void)offset;
-    fprintf(stderr, "diskimg: warning: %s%s%s\n", file ? file : "", file ? ": " : "", msg);
+    cli_warn("%s%s%s", file ? file : "", file ? ": " : "", msg);
 }
 
 static void report(const struct args *a, const struct diag *d)
 {
-    fprintf(stderr, "diskimg: %s: %s\n", a->img, d->what);
+    cli_error("%s: %s", a->img, d->what);
 }
 
 int cmd_create(int argc, char **argv)

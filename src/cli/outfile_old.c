@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 #include "outfile_priv.h"
 
 #define HEAD_MAX (1u << 20)     /* the reader's descriptor limit */

@@ -1,7 +1,8 @@
 #include "formats/registry.h"
 
-#include "formats/qcow2.h"
-#include "formats/vmdk.h"
+#include "formats/qcow2/qcow2.h"
+#include "formats/ova/ova.h"
+#include "formats/vmdk/vmdk.h"
 
 const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/write.h"
 #include "fuzz_common.h"
 #include "util/kvopts.h"
 #include "util/size.h"

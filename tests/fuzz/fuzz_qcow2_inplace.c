@@ -1,4 +1,4 @@
-/* Fuzz target: `convert -n` into a hostile qcow2 image (qcow2_inplace.c).
+/* Fuzz target: `convert -n` into a hostile qcow2 image (formats/qcow2/write_inplace.c).
  *
  * The input is the target image.  It goes into a memfd -- a real
  * descriptor, since the in-place writer opens the image again by path

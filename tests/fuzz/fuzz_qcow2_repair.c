@@ -1,5 +1,5 @@
 /* Fuzz target: `check -r leaks` and `check -r all` on a hostile qcow2 image
- * (qcow2_check.c, qcow2_repair.c, qcow2_rc.c).
+ * (formats/qcow2/check.c, formats/qcow2/repair.c, formats/qcow2/refcount.c).
  *
  * The input is the image.  Each mode repairs its own copy in a memfd (the
  * repair opens the image by path) with every file it names refused, then

@@ -1,5 +1,5 @@
 /* Fuzz target: `resize` (grow) and `resize --shrink` of a hostile qcow2
- * image (qcow2_resize.c, qcow2_rc.c).
+ * image (formats/qcow2/resize.c, formats/qcow2/refcount.c).
  *
  * The input is the image; two of its bytes choose a larger and a smaller
  * virtual size (by a little, by a cluster or an L2 table's worth, to an

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "formats/bd.h"
-#include "formats/qcow2_write.h"
+#include "formats/qcow2/write.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"

@@ -2,7 +2,7 @@
  * every cluster size, extended L2 bitmaps, and every rejected form. */
 #include <stdint.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "qcow2_testutil.h"
 
 static struct diag d;

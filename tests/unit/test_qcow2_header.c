@@ -3,7 +3,7 @@
  * result. */
 #include <stdint.h>
 
-#include "formats/qcow2.h"
+#include "formats/qcow2/qcow2.h"
 #include "qcow2_testutil.h"
 #include "util/endian.h"
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "io/bfile.h"
 #include "qcow2_testutil.h"
 #include "util/endian.h"

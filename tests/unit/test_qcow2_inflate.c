@@ -6,7 +6,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "qcow2_testutil.h"
 
 #define CS 65536

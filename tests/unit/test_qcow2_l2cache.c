@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "formats/qcow2_int.h"
+#include "formats/qcow2/read_int.h"
 #include "io/bfile.h"
 #include "qcow2_testutil.h"
 

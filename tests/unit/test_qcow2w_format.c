@@ -11,7 +11,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "formats/qcow2_format.h"
+#include "formats/qcow2/format.h"
 #include "qcow2w_feed.h"
 
 /* p's strings point into the options of the last call (kept until then) */

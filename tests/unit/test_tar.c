@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "formats/tar.h"
+#include "formats/ova/tar.h"
 
 static void path_is(const char *dir, const char *rel, const char *want)
 {

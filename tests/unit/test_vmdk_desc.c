@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/vmdk_format.h"
+#include "formats/vmdk/format.h"
 #include "util/diag.h"
 
 #include "check.h"

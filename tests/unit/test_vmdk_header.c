@@ -5,8 +5,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "formats/vmdk_format.h"
-#include "formats/vmdk_int.h"
+#include "formats/ova/tar.h"
+#include "formats/vmdk/format.h"
+#include "formats/vmdk/read_int.h"
 #include "util/diag.h"
 #include "util/endian.h"
 

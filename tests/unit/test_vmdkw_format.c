@@ -14,8 +14,8 @@
 #include <zlib.h>
 
 #include "formats/bd.h"
-#include "formats/vmdk_format.h"
-#include "formats/vmdk_write.h"
+#include "formats/vmdk/format.h"
+#include "formats/vmdk/write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"

@@ -191,6 +191,17 @@ struct bd_driver {
     /* Optional: write a granule compress() produced. */
     int (*pwrite_compressed)(struct bd *bd, const void *cdata, size_t clen,
                              uint64_t off, ioq_done_fn done, void *opaque);
+    /* Optional (copy offload): take guest range [off, off+len) (granule-
+     * aligned, never written before) as if it were written, and say where
+     * its bytes go: *f at *host, for the first *mapped bytes (> 0, whole
+     * granules or up to the image's end; contiguous in *f), with *host
+     * congruent to off modulo `align` (a power of two).  The caller puts
+     * exactly those bytes there (FICLONERANGE, copy_file_range or pwrite)
+     * before its next call into the driver, and calls again for the rest.
+     * -ENOTSUP (nothing recorded): this output cannot; write the range
+     * with pwrite instead. */
+    int (*map_for_offload)(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                           struct bfile **f, uint64_t *host, uint64_t *mapped);
     int (*finish)(struct bd *bd);
     void (*abort)(struct bd *bd);
 

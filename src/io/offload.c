@@ -63,7 +63,7 @@ static int clone_step(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
 static ssize_t copy_step(int in_fd, uint64_t in_off, int out_fd, uint64_t out_off,
                          size_t len, int *refused)
 {
-    loff_t i = (loff_t)in_off, q = (loff_t)out_off;
+    off_t i = (off_t)in_off, q = (off_t)out_off;
 
     for (;;) {
         ssize_t n = copy_file_range(in_fd, &i, out_fd, &q, len, 0);

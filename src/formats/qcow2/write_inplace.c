@@ -387,8 +387,11 @@ static const uint8_t *whole_cluster(struct qcow2ip *w, const void *buf, size_t l
     return w->scratch;
 }
 
-/* Clusters [g, g+n) of one L2 table (loaded) get the bytes at `p`. */
-static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n)
+/* Clusters [g, g+n) of one L2 table (loaded) get the bytes at `p` (NULL:
+ * the caller puts them at *where, copy offload).  Returns the clusters
+ * done from g on (back to back in the file, from *where). */
+static int write_run_at(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n,
+                        uint64_t *where)
 {
     uint64_t flags = QCOW2_L2_COPIED, bm = EXT_ALL_ALLOC;
     struct qcow2_l2e e;
@@ -407,7 +410,8 @@ static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n
                 break;
             k++;
         }
-        if ((r = bfile_pwrite(w->f, p, k << w->cbits, e.host)) < 0)
+        *where = e.host;
+        if (p && (r = bfile_pwrite(w->f, p, k << w->cbits, e.host)) < 0)
             return r;
         for (uint64_t i = 0; i < k; i++)
             if ((r = set_entry(w, g + i, (e.host + (i << w->cbits)) | flags, bm)) < 0)
@@ -427,7 +431,8 @@ static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n
     if ((r = ensure_table(w)) < 0 || (r = alloc_clusters(w, k, &host)) < 0)
         return r;
     k = (uint64_t)r;
-    if ((r = bfile_pwrite(w->f, p, k << w->cbits, host)) < 0)
+    *where = host;
+    if (p && (r = bfile_pwrite(w->f, p, k << w->cbits, host)) < 0)
         return r;
     for (uint64_t i = 0; i < k; i++) {
         if ((r = get_entry(w, g + i, &x)) < 0 || (r = release_entry(w, &x)) < 0 ||
@@ -435,6 +440,13 @@ static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n
             return r;
     }
     return (int)k;
+}
+
+static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n)
+{
+    uint64_t where;
+
+    return write_run_at(w, p, g, n, &where);
 }
 
 static int write_clusters(struct qcow2ip *w, const uint8_t *p, uint64_t off, uint64_t len)
@@ -651,10 +663,36 @@ static void ip_close(struct bd *bd)
     free(w);
 }
 
+/* Copy offload: whole clusters as write_clusters would place them, the
+ * bytes put there by the caller (the partial last cluster, which keeps the
+ * image's bytes after the source's end, is written by ip_pwrite). */
+static int ip_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                              struct bfile **f, uint64_t *host, uint64_t *mapped)
+{
+    struct qcow2ip *w = to_ip(bd);
+    uint64_t per = w->h->l2_entries, g = off >> w->cbits, n = len >> w->cbits;
+    int r = range_ok(w, off, len);
+
+    if (r < 0)
+        return r;
+    if (n == 0 || w->cs % align || w->f->kind != BFILE_REGULAR || w->f->fd < 0)
+        return -ENOTSUP;
+    if (n > per - g % per)
+        n = per - g % per;
+    if (n > 256)
+        n = 256;
+    if ((r = load_table(w, g / per)) < 0 || (r = write_run_at(w, NULL, g, n, host)) < 0)
+        return sticky(w, r);
+    *f = w->f;
+    *mapped = (uint64_t)r << w->cbits;
+    return 0;
+}
+
 static const struct bd_driver bd_qcow2_inplace = {
     .name = "qcow2",
     .pwrite = ip_pwrite,
     .write_zeroes = ip_write_zeroes,
+    .map_for_offload = ip_map_for_offload,
     .compress = ip_compress,
     .pwrite_compressed = ip_pwrite_compressed,
     .finish = ip_finish,

@@ -39,11 +39,11 @@ struct job {
     uint8_t *cbuf;             /* compressed granules (-c) */
     uint32_t *clen;            /* per granule of the job: 0 = store plain */
     uint32_t *coff;
-    /* copy offload: the job's bytes are bytes [src_host, +len) of src_fd */
+    /* copy offload: the job's bytes are bytes [src_host, +len) of src_file */
     bool offload;
     bool filled;               /* buf holds the job's bytes (else only the
                                   RUN_DATA runs' bytes are there) */
-    int src_fd;
+    const struct bfile *src_file;
     uint64_t src_host;
     struct run *oruns;         /* scratch: runs split for offload */
     unsigned pending;          /* writes not yet completed (+1 while submitting) */
@@ -76,8 +76,8 @@ struct cv {
     uint64_t plan_pos;
     uint64_t cache_start, cache_end;   /* cached block status [start, end) */
     unsigned cache_flags;
-    int cache_fd;              /* the file holding the cached extent's bytes
-                                  (a regular file, uncompressed), or -1 */
+    const struct bfile *cache_file;  /* the file holding the cached extent's
+                                  bytes (a regular file, plainly), or NULL */
     uint64_t cache_host;       /* ... where cache_start's byte is in it */
     uint64_t cache_fsize;      /* ... and that file's size */
 
@@ -163,16 +163,16 @@ static size_t source_at(const struct cv *cv, uint64_t pos, size_t *i, uint64_t *
 /* Block status of the sources laid end to end at `pos`: flags of the extent
  * and its end (clipped to the source it lies in). */
 /* For copy offload: the file and offset that hold an extent's bytes as
- * they are (stored plainly in a regular file), else cache_fd = -1. */
+ * they are (stored plainly in a regular file), else cache_file = NULL. */
 static void cache_host_file(struct cv *cv, const struct bd_extent *e)
 {
     const struct bfile *f = e->host_file ? e->host_file : e->host ? e->host->file : NULL;
 
-    cv->cache_fd = -1;
+    cv->cache_file = NULL;
     if (!cv->offload || (e->flags & (BD_ZERO | BD_COMPRESSED)) || !(e->flags & BD_DATA) ||
         e->host_offset < 0 || !f || f->kind != BFILE_REGULAR || f->fd < 0)
         return;
-    cv->cache_fd = f->fd;
+    cv->cache_file = f;
     cv->cache_host = (uint64_t)e->host_offset;
     cv->cache_fsize = f->size;
 }
@@ -195,7 +195,7 @@ static int source_status(struct cv *cv, uint64_t pos, unsigned *flags, uint64_t 
         cv->cache_start = pos;
         cv->cache_end = cv->src_start[i + 1];
         cv->cache_flags = BD_ZERO;
-        cv->cache_fd = -1;
+        cv->cache_file = NULL;
     } else {
         struct bd *s = cv->o->src[i];
         struct bd_extent e;
@@ -246,7 +246,7 @@ static void plan_offload(struct cv *cv, struct job *j)
     uint64_t end = j->off + j->len;
 
     j->offload = false;
-    if (!cv->offload || !offload_usable(&cv->ofl) || cv->map_refused || cv->cache_fd < 0 ||
+    if (!cv->offload || !offload_usable(&cv->ofl) || cv->map_refused || !cv->cache_file ||
         j->off < cv->cache_start || end > cv->cache_end ||
         (end == cv->total && end % cv->scan_granule))
         return;
@@ -255,7 +255,7 @@ static void plan_offload(struct cv *cv, struct job *j)
         (h - j->off) % cv->ofl.blksize)
         return;
     j->offload = true;
-    j->src_fd = cv->cache_fd;
+    j->src_file = cv->cache_file;
     j->src_host = h;
 }
 
@@ -555,11 +555,11 @@ static int offload_job(struct cv *cv, struct job *j)
         make_runs(cv, j);
     } else {
         j->filled = false;
-        ssize_t n = offload_scan_runs(j->src_fd, j->src_host, (size_t)j->len, j->off,
+        ssize_t n = offload_scan_runs(j->src_file->fd, j->src_host, (size_t)j->len, j->off,
                                       cv->scan_granule, min_zero, j->zruns);
         if (n < 0)
-            return diag_errno(cv->d, (int)n, NULL, (int64_t)j->off,
-                              "cannot map the source for copy offload");
+            return diag_errno(cv->d, (int)n, j->src_file->path, (int64_t)j->src_host,
+                              "read failed");
         runs_from_scan(j, (size_t)n);
     }
     return split_offload(cv, j);
@@ -774,6 +774,31 @@ static int job_bytes(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
     return j->filled ? 0 : source_read(cv, j->buf + off, j->off + off, len);
 }
 
+/* Bytes [rel, rel+len) of the job into f at host, which the output
+ * mapped: by the kernel, or what it refuses (or what is not aligned in the
+ * output) read and written here. */
+static int place_mapped(struct cv *cv, struct job *j, uint64_t rel, struct bfile *f,
+                        uint64_t host, uint64_t len)
+{
+    uint64_t done = 0;
+    int r;
+
+    if (host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0) {
+        r = offload_range(&cv->ofl, j->src_file->fd, j->src_host + rel, f->fd, host, len,
+                          &done);
+        if (r < 0 && cv->ofl.no_progress)
+            return diag_fail(cv->d, r, f->path, (int64_t)(host + done),
+                             "write failed: no progress");
+        if (r < 0)
+            return diag_errno(cv->d, r, f->path, (int64_t)(host + done), "write failed");
+    }
+    if (done < len && ((r = job_bytes(cv, j, rel + done, len - done)) < 0 ||
+                       (r = bfile_pwrite(f, j->buf + rel + done, (size_t)(len - done),
+                                         host + done)) < 0))
+        return r;
+    return 0;
+}
+
 /* A RUN_OFFLOAD run: the output maps each piece (map_for_offload), the
  * kernel puts the source's bytes there; what it refuses is read and
  * written here, and once refused, the rest of the run goes by write_data. */
@@ -784,7 +809,7 @@ static int write_offload(struct cv *cv, struct job *j, const struct run *run)
     int r;
 
     while (pos < run->len) {
-        uint64_t rel = run->off + pos, host, mapped, done = 0;
+        uint64_t rel = run->off + pos, host, mapped;
         struct bfile *f;
         if (!offload_usable(&cv->ofl) || cv->map_refused) {
             struct run rest = { (uint32_t)rel, (uint32_t)(run->len - pos), RUN_DATA };
@@ -800,21 +825,14 @@ static int write_offload(struct cv *cv, struct job *j, const struct run *run)
         }
         if (r < 0)
             return r;
-        if (host % cv->ofl.blksize == 0 && mapped % cv->ofl.blksize == 0) {
-            r = offload_range(&cv->ofl, j->src_fd, j->src_host + rel, f->fd, host, mapped,
-                              &done);
-            if (r < 0)
-                return diag_errno(cv->d, r, f->path, (int64_t)(host + done),
-                                  "write failed (copy offload)");
+        r = place_mapped(cv, j, rel, f, host, mapped);
+        if (out->drv->offload_done) {
+            int e = out->drv->offload_done(out, r);
+            if (r == 0)
+                r = e;
         }
-        if (done < mapped) {
-            /* refused (or not aligned in the output): the bytes go where
-             * the output mapped them, written here */
-            if ((r = job_bytes(cv, j, rel + done, mapped - done)) < 0 ||
-                (r = bfile_pwrite(f, j->buf + rel + done, (size_t)(mapped - done),
-                                  host + done)) < 0)
-                return r;
-        }
+        if (r < 0)
+            return r;
         cv->st->written += mapped;
         pos += mapped;
     }
@@ -1173,7 +1191,7 @@ int convert_run(const struct convert_opts *o, struct diag *d,
         goto out;
     }
     ioq = o->ioq;
-    cv.cache_fd = -1;
+    cv.cache_file = NULL;
     setup_offload(&cv);
     if ((r = alloc_slots(&cv)) < 0) {
         r = diag_fail(d, r, NULL, -1, "cannot allocate conversion buffers");

@@ -83,6 +83,7 @@ int offload_range(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
                   uint64_t out_off, uint64_t len, uint64_t *done)
 {
     *done = 0;
+    o->no_progress = false;
     while (*done < len) {
         size_t want = len - *done > OFFLOAD_STEP ? OFFLOAD_STEP : (size_t)(len - *done);
         uint64_t io = in_off + *done, oo = out_off + *done;
@@ -92,8 +93,10 @@ int offload_range(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
             continue;
         if (inj < 0)
             return inj;
-        if (want == 0)
-            return -EIO;          /* no progress */
+        if (want == 0) {
+            o->no_progress = true;
+            return -EIO;
+        }
         if (o->clone_ok) {
             /* a short transfer (injected) still clones whole blocks */
             size_t w = want - want % o->blksize;
@@ -121,8 +124,10 @@ int offload_range(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
             o->refused = refused;
             return OFFLOAD_UNSUPPORTED;
         }
-        if (n == 0)
-            return -EIO;          /* the source ended early */
+        if (n == 0) {             /* the source ended early */
+            o->no_progress = true;
+            return -EIO;
+        }
         o->offloaded += (uint64_t)n;
         *done += (uint64_t)n;
     }

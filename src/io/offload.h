@@ -34,6 +34,7 @@ struct offload {
     bool copy_ok;           /* copy_file_range may still work */
     uint32_t blksize;       /* the output file system's block */
     int refused;            /* the (positive) errno of the last refusal, for -v */
+    bool no_progress;       /* the last -EIO was a call that moved nothing */
     uint64_t shared;        /* bytes shared (FICLONERANGE) */
     uint64_t offloaded;     /* bytes copied by copy_file_range */
 };
@@ -52,8 +53,9 @@ static inline bool offload_usable(const struct offload *o)
 /* Bytes [in_off, in_off+len) of in_fd into [out_off, out_off+len) of
  * out_fd.  0: all of them are there.  OFFLOAD_UNSUPPORTED: the bytes from
  * *done on must be copied by the caller (nothing may be assumed about them
- * in the output).  Negative errno: failed at in_off + *done (a source that
- * ends early is -EIO).  *done: bytes placed so far. */
+ * in the output).  Negative errno: failed at in_off + *done (a call that
+ * moved nothing, as at a source that ends early, is -EIO with
+ * o->no_progress set).  *done: bytes placed so far. */
 int offload_range(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
                   uint64_t out_off, uint64_t len, uint64_t *done);
 

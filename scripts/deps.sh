@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages diskimg needs, when they are missing.
 #   scripts/deps.sh build   compiler, make, pkg-config, zlib, libzstd, liburing
-#   scripts/deps.sh test    the above plus qemu-utils (the test oracle), tools,
+#   scripts/deps.sh test    the above plus qemu-utils (the test oracle), tools
+#                           (xfsprogs, btrfs-progs, e2fsprogs: the copy offload
+#                           tests loop-mount those file systems),
 #                           and clang with its sanitizer and libFuzzer runtimes
 #                           (make check: the ASan+UBSan build, fuzz-smoke)
 #   scripts/deps.sh fuzz    the same as test (make fuzz)
@@ -19,7 +21,7 @@ clang_rt() {
 }
 set -eu
 build="gcc make pkg-config zlib1g-dev libzstd-dev liburing-dev"
-test="$build qemu-utils bzip2 util-linux diffutils tar python3 strace acl attr fuse3 libqcow-utils libvmdk-utils libvhdi-utils"
+test="$build qemu-utils bzip2 util-linux diffutils tar python3 strace acl attr fuse3 libqcow-utils libvmdk-utils libvhdi-utils xfsprogs btrfs-progs e2fsprogs"
 case "${1:-build}" in
     build) want=$build ;;
     test|fuzz) want="$test binutils clang $(clang_rt)" ;;

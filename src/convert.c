@@ -2,12 +2,15 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/bd.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
+#include "io/offload.h"
+#include "offload_scan.h"
 #include "util/diag.h"
 #include "zerodetect/zerodetect.h"
 
@@ -15,7 +18,8 @@
 #define BUFFER_BUDGET   (32u << 20)    /* ...and all chunk buffers stay under this */
 
 enum job_state { J_FREE, J_QUEUED, J_BUSY, J_READY, J_WRITING };
-enum run_kind { RUN_DATA, RUN_ZERO, RUN_SKIP };
+/* RUN_OFFLOAD: data the kernel places into the output (copy offload) */
+enum run_kind { RUN_DATA, RUN_ZERO, RUN_SKIP, RUN_OFFLOAD };
 
 struct run {
     uint32_t off, len;
@@ -35,6 +39,13 @@ struct job {
     uint8_t *cbuf;             /* compressed granules (-c) */
     uint32_t *clen;            /* per granule of the job: 0 = store plain */
     uint32_t *coff;
+    /* copy offload: the job's bytes are bytes [src_host, +len) of src_file */
+    bool offload;
+    bool filled;               /* buf holds the job's bytes (else only the
+                                  RUN_DATA runs' bytes are there) */
+    const struct bfile *src_file;
+    uint64_t src_host;
+    struct run *oruns;         /* scratch: runs split for offload */
     unsigned pending;          /* writes not yet completed (+1 while submitting) */
     struct job *next;          /* free list / work queue link */
     struct cv *cv;
@@ -65,6 +76,17 @@ struct cv {
     uint64_t plan_pos;
     uint64_t cache_start, cache_end;   /* cached block status [start, end) */
     unsigned cache_flags;
+    const struct bfile *cache_file;  /* the file holding the cached extent's
+                                  bytes (a regular file, plainly), or NULL */
+    uint64_t cache_host;       /* ... where cache_start's byte is in it */
+    uint64_t cache_fsize;      /* ... and that file's size */
+
+    /* copy offload */
+    bool offload;              /* on for this run */
+    bool offload_pread;        /* scan by reading into the buffer (no mmap) */
+    bool map_refused;          /* the output's map_for_offload said no */
+    struct offload ofl;
+    uint32_t ofl_unit;         /* pieces offloaded: multiples of this */
 
     bool size_unknown;         /* a raw stream: the size is found at EOF */
     uint64_t *src_start;       /* where each source starts (source_start) */
@@ -140,6 +162,21 @@ static size_t source_at(const struct cv *cv, uint64_t pos, size_t *i, uint64_t *
 
 /* Block status of the sources laid end to end at `pos`: flags of the extent
  * and its end (clipped to the source it lies in). */
+/* For copy offload: the file and offset that hold an extent's bytes as
+ * they are (stored plainly in a regular file), else cache_file = NULL. */
+static void cache_host_file(struct cv *cv, const struct bd_extent *e)
+{
+    const struct bfile *f = e->host_file ? e->host_file : e->host ? e->host->file : NULL;
+
+    cv->cache_file = NULL;
+    if (!cv->offload || (e->flags & (BD_ZERO | BD_COMPRESSED)) || !(e->flags & BD_DATA) ||
+        e->host_offset < 0 || !f || f->kind != BFILE_REGULAR || f->fd < 0)
+        return;
+    cv->cache_file = f;
+    cv->cache_host = (uint64_t)e->host_offset;
+    cv->cache_fsize = f->size;
+}
+
 static int source_status(struct cv *cv, uint64_t pos, unsigned *flags, uint64_t *end)
 {
     uint64_t start;
@@ -158,6 +195,7 @@ static int source_status(struct cv *cv, uint64_t pos, unsigned *flags, uint64_t 
         cv->cache_start = pos;
         cv->cache_end = cv->src_start[i + 1];
         cv->cache_flags = BD_ZERO;
+        cv->cache_file = NULL;
     } else {
         struct bd *s = cv->o->src[i];
         struct bd_extent e;
@@ -168,6 +206,7 @@ static int source_status(struct cv *cv, uint64_t pos, unsigned *flags, uint64_t 
         cv->cache_end = pos + e.len;
         /* preallocated zeros (DATA|ZERO) read as zeros: no need to read */
         cv->cache_flags = (e.flags & BD_ZERO) ? BD_ZERO : BD_DATA;
+        cache_host_file(cv, &e);
     }
     *flags = cv->cache_flags;
     *end = cv->cache_end;
@@ -197,6 +236,28 @@ static int source_read(struct cv *cv, uint8_t *buf, uint64_t off, uint64_t len)
 }
 
 /* --- planning ------------------------------------------------------------ */
+
+/* May data job j go by copy offload?  When it lies in one extent whose
+ * bytes sit plainly in a file, inside that file, at the same offset modulo
+ * the file system block as in the output, and does not end in the image's
+ * short last scan unit (the scan pads that in the buffer). */
+static void plan_offload(struct cv *cv, struct job *j)
+{
+    uint64_t end = j->off + j->len;
+
+    j->offload = false;
+    if (!cv->offload || !offload_usable(&cv->ofl) || cv->map_refused || !cv->cache_file ||
+        j->off < cv->cache_start || end > cv->cache_end ||
+        (end == cv->total && end % cv->scan_granule))
+        return;
+    uint64_t h = cv->cache_host + (j->off - cv->cache_start);
+    if (h > cv->cache_fsize || j->len > cv->cache_fsize - h ||
+        (h - j->off) % cv->ofl.blksize)
+        return;
+    j->offload = true;
+    j->src_file = cv->cache_file;
+    j->src_host = h;
+}
 
 /* Fill `j` with the next range: a zero gap, or a data range of at most one
  * chunk that does not cross a chunk boundary.  Ranges start and end on the
@@ -266,6 +327,7 @@ static int plan_next(struct cv *cv, struct job *j)
     j->gap = false;
     j->len = end - pos;
     cv->plan_pos = end;
+    plan_offload(cv, j);
     return 0;
 }
 
@@ -274,6 +336,21 @@ static int plan_next(struct cv *cv, struct job *j)
 static bool granule_equal(const uint8_t *a, const uint8_t *b, size_t n)
 {
     return memcmp(a, b, n) == 0;
+}
+
+/* The job's runs from the scanner's n runs, clipped to the job. */
+static void runs_from_scan(struct job *j, size_t n)
+{
+    size_t len = (size_t)j->len;
+
+    j->nruns = 0;
+    for (size_t i = 0; i < n && j->zruns[i].off < len; i++) {
+        uint32_t rl = j->zruns[i].len;
+        if (j->zruns[i].off + rl > len)
+            rl = (uint32_t)(len - j->zruns[i].off);
+        j->runs[j->nruns++] = (struct run){ j->zruns[i].off, rl,
+                                            j->zruns[i].zero ? RUN_ZERO : RUN_DATA };
+    }
 }
 
 /* Runs of one data job: from zero detection, or (-B) by comparing each
@@ -297,14 +374,7 @@ static void make_runs(struct cv *cv, struct job *j)
         }
         size_t n = zd_scan_runs(j->buf, scan_len, j->off, cv->scan_granule,
                                 (size_t)o->sparse_size, j->zruns);
-        j->nruns = 0;
-        for (size_t i = 0; i < n && j->zruns[i].off < len; i++) {
-            uint32_t rl = j->zruns[i].len;
-            if (j->zruns[i].off + rl > len)
-                rl = (uint32_t)(len - j->zruns[i].off);
-            j->runs[j->nruns++] = (struct run){ j->zruns[i].off, rl,
-                                                j->zruns[i].zero ? RUN_ZERO : RUN_DATA };
-        }
+        runs_from_scan(j, n);
         return;
     }
     /* over a backing file: per granule, skip what the backing already says */
@@ -435,10 +505,74 @@ static int salvage_job(struct cv *cv, struct job *j)
     return 0;
 }
 
+/* An offload job's data runs: the whole units (file system block, output
+ * granule) become RUN_OFFLOAD, the pieces before and after them stay
+ * RUN_DATA and are read into the buffer (unless it holds the job already). */
+static int split_offload(struct cv *cv, struct job *j)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < j->nruns; i++) {
+        struct run r = j->runs[i];
+        uint64_t a = j->off + r.off, b = a + r.len;
+        uint64_t a2 = align_up(a, cv->ofl_unit), b2 = align_down(b, cv->ofl_unit);
+        if (r.kind != RUN_DATA || a2 >= b2) {
+            j->oruns[n++] = r;
+            continue;
+        }
+        if (a2 > a)
+            j->oruns[n++] = (struct run){ r.off, (uint32_t)(a2 - a), RUN_DATA };
+        j->oruns[n++] = (struct run){ (uint32_t)(a2 - j->off), (uint32_t)(b2 - a2), RUN_OFFLOAD };
+        if (b > b2)
+            j->oruns[n++] = (struct run){ (uint32_t)(b2 - j->off), (uint32_t)(b - b2), RUN_DATA };
+    }
+    struct run *t = j->runs;
+    j->runs = j->oruns;
+    j->oruns = t;
+    j->nruns = n;
+    for (size_t i = 0; i < n && !j->filled; i++) {
+        const struct run *r = &j->runs[i];
+        if (r->kind != RUN_DATA)
+            continue;
+        int e = source_read(cv, j->buf + r->off, j->off + r->off, r->len);
+        if (e < 0)
+            return e;
+    }
+    return 0;
+}
+
+/* A copy offload job: zero runs found through a mapping of the source (or,
+ * DISKIMG_OFFLOAD=pread, by reading it), data runs left to the kernel. */
+static int offload_job(struct cv *cv, struct job *j)
+{
+    size_t min_zero = (size_t)cv->o->sparse_size;
+    int r;
+
+    if (cv->offload_pread) {
+        if ((r = source_read(cv, j->buf, j->off, j->len)) < 0)
+            return r;
+        j->filled = true;
+        make_runs(cv, j);
+    } else {
+        j->filled = false;
+        ssize_t n = offload_scan_runs(j->src_file->fd, j->src_host, (size_t)j->len, j->off,
+                                      cv->scan_granule, min_zero, j->zruns);
+        if (n < 0)
+            return diag_errno(cv->d, (int)n, j->src_file->path, (int64_t)j->src_host,
+                              "read failed");
+        runs_from_scan(j, (size_t)n);
+    }
+    return split_offload(cv, j);
+}
+
 static int process_job(struct cv *cv, struct job *j)
 {
+    if (j->offload)
+        return offload_job(cv, j);
+
     int r = cv->size_unknown ? stream_read_job(cv, j) : source_read(cv, j->buf, j->off, j->len);
 
+    j->filled = true;
     if (r < 0 && cv->o->salvage && !cv->size_unknown) {
         diag_clear(cv->o->src_diag);
         r = salvage_job(cv, j);
@@ -633,6 +767,78 @@ static int write_data(struct cv *cv, struct job *j, const struct run *run)
     return 0;
 }
 
+/* Bytes [off, off+len) of the job (relative), read now if the worker
+ * left them to the kernel. */
+static int job_bytes(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
+{
+    return j->filled ? 0 : source_read(cv, j->buf + off, j->off + off, len);
+}
+
+/* Bytes [rel, rel+len) of the job into f at host, which the output
+ * mapped: by the kernel, or what it refuses (or what is not aligned in the
+ * output) read and written here. */
+static int place_mapped(struct cv *cv, struct job *j, uint64_t rel, struct bfile *f,
+                        uint64_t host, uint64_t len)
+{
+    uint64_t done = 0;
+    int r;
+
+    if (host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0) {
+        r = offload_range(&cv->ofl, j->src_file->fd, j->src_host + rel, f->fd, host, len,
+                          &done);
+        if (r < 0 && cv->ofl.no_progress)
+            return diag_fail(cv->d, r, f->path, (int64_t)(host + done),
+                             "write failed: no progress");
+        if (r < 0)
+            return diag_errno(cv->d, r, f->path, (int64_t)(host + done), "write failed");
+    }
+    if (done < len && ((r = job_bytes(cv, j, rel + done, len - done)) < 0 ||
+                       (r = bfile_pwrite(f, j->buf + rel + done, (size_t)(len - done),
+                                         host + done)) < 0))
+        return r;
+    return 0;
+}
+
+/* A RUN_OFFLOAD run: the output maps each piece (map_for_offload), the
+ * kernel puts the source's bytes there; what it refuses is read and
+ * written here, and once refused, the rest of the run goes by write_data. */
+static int write_offload(struct cv *cv, struct job *j, const struct run *run)
+{
+    struct bd *out = cv->o->out;
+    uint64_t pos = 0;
+    int r;
+
+    while (pos < run->len) {
+        uint64_t rel = run->off + pos, host, mapped;
+        struct bfile *f;
+        if (!offload_usable(&cv->ofl) || cv->map_refused) {
+            struct run rest = { (uint32_t)rel, (uint32_t)(run->len - pos), RUN_DATA };
+            if ((r = job_bytes(cv, j, rest.off, rest.len)) < 0)
+                return r;
+            return write_data(cv, j, &rest);
+        }
+        r = out->drv->map_for_offload(out, j->off + rel, run->len - pos, cv->ofl.blksize,
+                                      &f, &host, &mapped);
+        if (r == -ENOTSUP) {
+            cv->map_refused = true;
+            continue;
+        }
+        if (r < 0)
+            return r;
+        r = place_mapped(cv, j, rel, f, host, mapped);
+        if (out->drv->offload_done) {
+            int e = out->drv->offload_done(out, r);
+            if (r == 0)
+                r = e;
+        }
+        if (r < 0)
+            return r;
+        cv->st->written += mapped;
+        pos += mapped;
+    }
+    return 0;
+}
+
 static int write_job(struct cv *cv, struct job *j)
 {
     int r = 0;
@@ -649,6 +855,8 @@ static int write_job(struct cv *cv, struct job *j)
             const struct run *run = &j->runs[i];
             if (run->kind == RUN_DATA)
                 r = write_data(cv, j, run);
+            else if (run->kind == RUN_OFFLOAD)
+                r = write_offload(cv, j, run);
             else if (run->kind == RUN_ZERO) {
                 cv->st->zero_scan += run->len;
                 r = write_zeros(cv, j, j->off + run->off, run->len);
@@ -695,9 +903,13 @@ static int alloc_slots(struct cv *cv)
             if (!j->cbuf || !j->clen || !j->coff)
                 return -ENOMEM;
         }
-        j->runs = calloc(max_runs, sizeof(*j->runs));
+        /* split for offload, a data run becomes up to three */
+        size_t nruns = cv->offload ? 3 * max_runs : max_runs;
+        j->runs = calloc(nruns, sizeof(*j->runs));
         j->zruns = calloc(max_runs, sizeof(*j->zruns));
         if (!j->runs || !j->zruns)
+            return -ENOMEM;
+        if (cv->offload && !(j->oruns = calloc(nruns, sizeof(*j->oruns))))
             return -ENOMEM;
         j->next = cv->free_list;
         cv->free_list = j;
@@ -720,6 +932,7 @@ static void free_slots(struct cv *cv)
         free(j->clen);
         free(j->coff);
         free(j->runs);
+        free(j->oruns);
         free(j->zruns);
     }
     free(cv->slots);
@@ -887,6 +1100,41 @@ static int run_loop(struct cv *cv, struct ioq *ioq)
     return r;
 }
 
+/* Copy offload for this run?  Sets cv->offload and the unit, or says in
+ * stats why not.  DISKIMG_OFFLOAD (tests, benchmarks): a comma list of
+ * noclone, nocopy (leave a method out) and pread (scan by reading). */
+static void setup_offload(struct cv *cv)
+{
+    const struct convert_opts *o = cv->o;
+    const struct bd *out = o->out;
+    const char *env = getenv("DISKIMG_OFFLOAD"), *why = NULL;
+
+    cv->offload = false;
+    if (o->offload == CONVERT_OFFLOAD_OFF)
+        return;
+    if (o->compress)
+        why = "the output is compressed";
+    else if (o->out_backing)
+        why = "only differences from the backing file are written (-B)";
+    else if (o->sequential || cv->size_unknown)
+        why = "a source is a stream";
+    else if (o->salvage)
+        why = "--salvage reads everything";
+    else if (!out->drv->map_for_offload)
+        why = "the output format cannot take it";
+    else if (!out->file || out->file->kind != BFILE_REGULAR || out->file->fd < 0)
+        why = "the output is not a regular file";
+    if (why) {
+        cv->st->offload_off = why;
+        return;
+    }
+    offload_init(&cv->ofl, out->file->fd, !(env && strstr(env, "noclone")),
+                 !(env && strstr(env, "nocopy")));
+    cv->offload_pread = env && strstr(env, "pread");
+    cv->ofl_unit = cv->ofl.blksize > cv->granule ? cv->ofl.blksize : cv->granule;
+    cv->offload = true;
+}
+
 int convert_run(const struct convert_opts *o, struct diag *d,
                 struct convert_stats *st)
 {
@@ -943,6 +1191,8 @@ int convert_run(const struct convert_opts *o, struct diag *d,
         goto out;
     }
     ioq = o->ioq;
+    cv.cache_file = NULL;
+    setup_offload(&cv);
     if ((r = alloc_slots(&cv)) < 0) {
         r = diag_fail(d, r, NULL, -1, "cannot allocate conversion buffers");
         goto out;
@@ -977,6 +1227,27 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     }
     if (!r && cv.err)
         r = cv.err;
+    if (cv.offload) {
+        st->shared = cv.ofl.shared;
+        st->offloaded = cv.ofl.offloaded;
+        st->offload_refused = offload_usable(&cv.ofl) ? 0 : cv.ofl.refused;
+    }
+    if (!r && o->offload == CONVERT_OFFLOAD_REQUIRED && st->written &&
+        !st->shared && !st->offloaded) {
+        char why[160];
+        if (st->offload_off)
+            snprintf(why, sizeof(why), "%s", st->offload_off);
+        else if (st->offload_refused)
+            snprintf(why, sizeof(why), "the file system refused (%s)",
+                     strerror(st->offload_refused));
+        else if (cv.map_refused)
+            snprintf(why, sizeof(why), "the output cannot take it");
+        else
+            snprintf(why, sizeof(why), "no data lies in a file as the output needs it "
+                     "(same file system, aligned to its %u-byte blocks)", cv.ofl.blksize);
+        r = diag_fail(d, -ENOTSUP, NULL, -1, "copy offload is required, but no range "
+                      "could be offloaded: %s", why);
+    }
     if (r < 0 && !d->err)
         diag_errno(d, r, NULL, -1, "conversion failed");
 out:

@@ -24,6 +24,17 @@ struct bd;
 struct diag;
 struct ioq;
 
+/* Copy offload (io/offload.h): data whose bytes sit in a file is shared
+ * (FICLONERANGE) or copied by the kernel (copy_file_range) into the output
+ * instead of passing through buffers; zero runs are still found (through a
+ * read-only mapping of the source) and left as holes. */
+enum convert_offload {
+    CONVERT_OFFLOAD_OFF,       /* read, scan and write everything */
+    CONVERT_OFFLOAD_AUTO,      /* where the files allow, else as OFF */
+    CONVERT_OFFLOAD_REQUIRED,  /* as AUTO, but fail when data was converted
+                                  and none of it could be offloaded */
+};
+
 struct convert_opts {
     struct bd **src;           /* sources, one after the other in this order,
                                   each after the first starting on a 512-byte
@@ -47,6 +58,8 @@ struct convert_opts {
     bool skip_gaps;            /* zero ranges known from metadata need no
                                   write_zeroes (sparsify in place) */
     struct ioq *ioq;           /* the output's write queue, reaped here */
+    enum convert_offload offload;  /* never with compress, out_backing,
+                                      sequential, salvage (then OFF) */
 
     /* Called on the calling thread as work completes (done <= total; total
      * is 0 while the size of a stream is unknown). */
@@ -62,6 +75,10 @@ struct convert_stats {
     uint64_t zero_meta;        /* zero bytes known from metadata (not read) */
     uint64_t zero_scan;        /* zero bytes found by scanning */
     uint64_t salvaged;         /* bytes that could not be read (salvage) */
+    uint64_t shared;           /* of `written`: shared with the source (reflink) */
+    uint64_t offloaded;        /* of `written`: copied by copy_file_range */
+    const char *offload_off;   /* why offload did not run at all, or NULL */
+    int offload_refused;       /* errno of the answer that stopped it, or 0 */
     unsigned threads;
     size_t chunk;
 };

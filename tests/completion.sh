@@ -69,6 +69,8 @@ offers info --output = -- human json
 offers map --output = j -- json '!human'
 offers map --output "" -- human json
 offers compare --progress = "" -- json
+offers convert --copy-offload = "" -- auto off required
+offers convert - -- -C --copy-offload=
 offers convert -m "" -- '!raw'
 # an option with '=' asks for no trailing space
 bash -c ". '$SCRIPT'; compopt() { echo \"compopt \$*\"; }; COMP_WORDS=('$DISKIMG' info --out); COMP_CWORD=2; _diskimg" |

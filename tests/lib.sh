@@ -114,3 +114,44 @@ yal_read() {
     rmdir "$mnt"
     [ $rc -eq 0 ] || fail "$tool: cannot copy the disk of $img"
 }
+
+# loop_fs TYPE DIR: a fresh small file system of TYPE (xfs, with reflink;
+# btrfs; ext4) in a sparse file under $T, loop-mounted on DIR and unmounted
+# at exit (the loop device goes with it).  Skips when not root, or when the
+# kernel, mkfs or the loop driver lacks it.
+LOOP_MOUNTS=()
+loop_fs_cleanup() {
+    local d
+    for d in "${LOOP_MOUNTS[@]}"; do umount "$d" 2>/dev/null || umount -l "$d"; done
+    LOOP_MOUNTS=()
+}
+loop_fs() {
+    local type=$1 dir=$2 img=$T/$1-$RANDOM.fsimg size mk
+    [ "$(id -u)" = 0 ] || skip "loop-mounting $type needs root"
+    grep -qw "$type" /proc/filesystems || modprobe "$type" 2>/dev/null || true
+    grep -qw "$type" /proc/filesystems || skip "the kernel has no $type"
+    case $type in
+        xfs) need mkfs.xfs; size=320M; mk=(mkfs.xfs -q -m reflink=1) ;;
+        btrfs) need mkfs.btrfs; size=512M; mk=(mkfs.btrfs -q) ;;
+        ext4) need mkfs.ext4; size=64M; mk=(mkfs.ext4 -q -F) ;;
+        *) fail "loop_fs: unknown type $type" ;;
+    esac
+    truncate -s "$size" "$img" || fail "loop_fs: truncate"
+    "${mk[@]}" "$img" >"$T/mkfs.err" 2>&1 || { cat "$T/mkfs.err" >&2; fail "mkfs $type"; }
+    mkdir -p "$dir"
+    mount -o loop "$img" "$dir" 2>"$T/mount.err" || skip "cannot loop-mount $type: $(cat "$T/mount.err")"
+    LOOP_MOUNTS+=("$dir")
+    trap loop_fs_cleanup EXIT
+}
+
+# offload_bytes KIND STDERR: from convert -v's "copy offload:" line, the
+# bytes shared, offloaded or copied (KIND = 1, 2, 3)
+offload_bytes() {
+    sed -n 's/^diskimg: copy offload: .*(\([0-9]*\), \([0-9]*\), \([0-9]*\) bytes).*/\1 \2 \3/p' "$2" |
+        awk -v k="$1" '{ print $k }'
+}
+
+# shared_extents FILE: how many of FILE's extents FIEMAP flags shared
+shared_extents() {
+    filefrag -v "$1" | grep -c 'shared' || true
+}

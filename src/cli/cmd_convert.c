@@ -59,6 +59,14 @@ static const char help_text[] =
     "  -T CACHE          source cache mode (accepted for compatibility)\n"
     "  -m N              chunks of 1 MiB read ahead in parallel (1..64, default 8)\n"
     "  -W                write chunks as they become ready (out of order)\n"
+    "  --copy-offload=auto|off|required\n"
+    "                    data stored plainly in a file on the output's file system\n"
+    "                    is shared (reflink: XFS, btrfs) or copied by the kernel\n"
+    "                    (copy_file_range: NFS 4.2 server-side, ext4) instead of\n"
+    "                    read and written; zero runs still become holes (auto,\n"
+    "                    the default: where it works; required: fail when no data\n"
+    "                    could be offloaded; never with -c or -B, nor for pipes)\n"
+    "  -C                --copy-offload=required (qemu-img's -C)\n"
     "  -p                show progress on the terminal\n"
     "  --progress=json   progress as JSON lines on stderr: {\"done\",\"total\",\"elapsed\"}\n"
     "  -q                quiet\n"
@@ -68,12 +76,13 @@ static const char help_text[] =
     "  --ignore-parent-cid  vmdk: accept a parent whose CID does not match\n"
     "  --salvage         read errors become zeros with a warning per range\n"
     "                    (and a summary); the conversion goes on\n"
-    "  -v, --verbose     report what ran (I/O backend, threads, zero detection)\n"
+    "  -v, --verbose     report what ran (I/O backend, threads, zero detection,\n"
+    "                    bytes shared, offloaded and copied)\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
 enum { OPT_TARGET_IS_ZERO = 256, OPT_PROGRESS, OPT_ALLOW_EXTERNAL, OPT_DISK,
-       OPT_IGNORE_CID, OPT_SALVAGE, OPT_HELP };
+       OPT_IGNORE_CID, OPT_SALVAGE, OPT_COPY_OFFLOAD, OPT_HELP };
 
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
@@ -83,6 +92,7 @@ static const struct option long_opts[] = {
     { "disk", required_argument, NULL, OPT_DISK },
     { "ignore-parent-cid", no_argument, NULL, OPT_IGNORE_CID },
     { "salvage", no_argument, NULL, OPT_SALVAGE },
+    { "copy-offload", required_argument, NULL, OPT_COPY_OFFLOAD },
     { "verbose", no_argument, NULL, 'v' },
     { "quiet", no_argument, NULL, 'q' },
     { NULL, 0, NULL, 0 },
@@ -98,6 +108,7 @@ struct args {
     bool out_fmt_given;         /* -O was passed (not the default raw) */
     bool compress, no_create, target_is_zero, out_of_order, quiet, verbose;
     bool allow_external, ignore_cid, salvage;
+    enum convert_offload offload;
     enum progress_mode progress;
     char **srcs;
     int nsrcs;
@@ -114,8 +125,9 @@ static int parse_args(int argc, char **argv, struct args *a)
     a->out_fmt = "raw";
     a->sparse = 4096;
     a->m = 8;
+    a->offload = CONVERT_OFFLOAD_AUTO;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "hf:O:o:cS:nB:F:l:t:T:m:WpqUv", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hf:O:o:cCS:nB:F:l:t:T:m:WpqUv", long_opts, NULL)) != -1) {
         switch (c) {
         case 'h':
         case OPT_HELP:
@@ -176,6 +188,17 @@ static int parse_args(int argc, char **argv, struct args *a)
         }
         case OPT_IGNORE_CID: a->ignore_cid = true; break;
         case OPT_SALVAGE: a->salvage = true; break;
+        case 'C': a->offload = CONVERT_OFFLOAD_REQUIRED; break;
+        case OPT_COPY_OFFLOAD:
+            if (!strcmp(optarg, "auto"))
+                a->offload = CONVERT_OFFLOAD_AUTO;
+            else if (!strcmp(optarg, "off"))
+                a->offload = CONVERT_OFFLOAD_OFF;
+            else if (!strcmp(optarg, "required"))
+                a->offload = CONVERT_OFFLOAD_REQUIRED;
+            else
+                return cli_usage_error("convert", "--copy-offload must be auto, off or required");
+            break;
         default:
             return cli_usage_error("convert", "bad option");
         }
@@ -303,6 +326,28 @@ static const char *backend_name(const struct ioq *q)
         return "stream";
     const char *n = ioq_backend_name(q);
     return strcmp(n, "auto") == 0 ? "pwrite (the output's own writes)" : n;
+}
+
+/* -v: what copy offload did ("shared" = reflinked, "offloaded" = copied by
+ * copy_file_range, "copied" = read and written here). */
+static void print_offload(const struct convert_stats *st, enum convert_offload mode)
+{
+    char sb[32], ob[32], cb[32];
+    uint64_t copied = st->written - st->shared - st->offloaded;
+
+    size_human(st->shared, sb, sizeof(sb));
+    size_human(st->offloaded, ob, sizeof(ob));
+    size_human(copied, cb, sizeof(cb));
+    fprintf(stderr, "diskimg: copy offload: %s shared, %s offloaded, %s copied "
+            "(%llu, %llu, %llu bytes)", sb, ob, cb, (unsigned long long)st->shared,
+            (unsigned long long)st->offloaded, (unsigned long long)copied);
+    if (mode == CONVERT_OFFLOAD_OFF)
+        fprintf(stderr, "; off (--copy-offload=off)");
+    else if (st->offload_off)
+        fprintf(stderr, "; not used: %s", st->offload_off);
+    else if (st->offload_refused)
+        fprintf(stderr, "; the file system refused: %s", strerror(st->offload_refused));
+    fputc('\n', stderr);
 }
 
 int cmd_convert(int argc, char **argv)
@@ -493,7 +538,7 @@ int cmd_convert(int argc, char **argv)
         .out_of_order = a.out_of_order && out->file->kind != BFILE_STREAM &&
                         !(out->drv->caps & BD_CAP_IN_ORDER),
         .compress = a.compress || (out->drv->caps & BD_CAP_ALL_COMPRESSED), .sequential = sequential, .ioq = ioq,
-        .salvage = a.salvage, .src_diag = &src_d,
+        .salvage = a.salvage, .src_diag = &src_d, .offload = a.offload,
         .progress = pass_progress_update, .progress_opaque = &pp,
     };
     double t0 = progress_now();
@@ -526,6 +571,7 @@ int cmd_convert(int argc, char **argv)
                 "diskimg: io backend %s, %u worker threads, %zu KiB chunks, zero check %s\n",
                 tb, progress_now() - t0, rb, wb, zb, backend_name(ioq),
                 st.threads, st.chunk / 1024, zd_impl_name());
+        print_offload(&st, a.offload);
     }
     bd_close(out);
     ioq_destroy(ioq);

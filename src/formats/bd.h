@@ -191,6 +191,22 @@ struct bd_driver {
     /* Optional: write a granule compress() produced. */
     int (*pwrite_compressed)(struct bd *bd, const void *cdata, size_t clen,
                              uint64_t off, ioq_done_fn done, void *opaque);
+    /* Optional (copy offload): take guest range [off, off+len) (granule-
+     * aligned, never written before) as if it were written, and say where
+     * its bytes go: *f at *host, for the first *mapped bytes (> 0, whole
+     * granules or up to the image's end; contiguous in *f), with *host
+     * congruent to off modulo `align` (a power of two).  The caller puts
+     * exactly those bytes there (FICLONERANGE, copy_file_range or pwrite)
+     * before its next call into the driver (then offload_done, if set),
+     * and calls again for the rest.  -ENOTSUP (nothing recorded): this
+     * output cannot; write the range with pwrite instead. */
+    int (*map_for_offload)(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                           struct bfile **f, uint64_t *host, uint64_t *mapped);
+    /* Optional: after map_for_offload, whether its bytes are in place (0)
+     * or could not be put there (negative errno): an output that must not
+     * name unwritten clusters (convert -n into qcow2) records the mapping
+     * only now. */
+    int (*offload_done)(struct bd *bd, int err);
     int (*finish)(struct bd *bd);
     void (*abort)(struct bd *bd);
 

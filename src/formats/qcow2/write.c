@@ -386,12 +386,67 @@ static int submit_mapped(struct qcow2w *w, const uint8_t *buf, size_t len, uint6
     return r;
 }
 
+int qcow2w_map_clusters(struct qcow2w *w, uint64_t off, uint64_t len)
+{
+    uint64_t g0 = off >> w->cbits, gend = div_up(off + len, w->cs), host, c, fresh = 0;
+    uint8_t *e, *tab;
+    int r;
+
+    /* tables first, so that the data clusters are contiguous */
+    for (uint64_t i = g0 / w->l2_entries; i <= (gend - 1) / w->l2_entries; i++) {
+        if (!w->l1[i]) {
+            if ((r = qcow2w_alloc(w, 1, &c)) < 0)
+                return set_err(w, r);
+            w->l1[i] = c << w->cbits;
+        }
+    }
+    /* clusters not yet in the file (with extended L2 entries a cluster
+     * written in part before already has its host cluster) */
+    for (uint64_t g = g0; g < gend; g++) {
+        if ((r = entry_of(w, g, &e, &tab)) < 0)
+            return r;
+        if (!be64_get(e))
+            fresh++;
+        else if (!w->p.extended_l2)
+            return set_err(w, written_twice(w, g));
+    }
+    if (fresh && (r = qcow2w_alloc(w, fresh, &c)) < 0)
+        return set_err(w, r);
+    host = c << w->cbits;
+    for (uint64_t g = g0; g < gend; g++) {
+        if ((r = entry_of(w, g, &e, &tab)) < 0)
+            return r;
+        if (!be64_get(e)) {
+            be64_put(e, host | QCOW2_L2_COPIED);
+            host += w->cs;
+            qcow2w_l2_mark_dirty(w, tab);
+        }
+        if (w->p.extended_l2 && (r = mark_subclusters(w, g, off, len, 0)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+int qcow2w_check_range(struct qcow2w *w, uint64_t off, uint64_t len, const char *op)
+{
+    return check_range(w, off, len, op);
+}
+
+int qcow2w_host_of(struct qcow2w *w, uint64_t g, uint64_t *host)
+{
+    uint8_t *e, *tab;
+    int r = entry_of(w, g, &e, &tab);
+
+    if (r == 0)
+        *host = be64_get(e) & QCOW2_L2_OFFSET_MASK;
+    return r;
+}
+
 static int q_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
     struct qcow2w *w = to_qcow2w(bd);
-    uint64_t g0 = off >> w->cbits, gend = div_up(off + len, w->cs), host, c, fresh = 0;
-    uint8_t *e, *tab;
+    uint64_t g0 = off >> w->cbits, gend = div_up(off + len, w->cs);
     int r;
 
     if ((r = check_range(w, off, len, "write")) < 0)
@@ -421,40 +476,8 @@ static int q_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     goto out;
         return submit(w, buf, len, w->data_start + off, done, opaque);
     }
-    /* tables first, so that the data clusters are contiguous */
-    for (uint64_t i = g0 / w->l2_entries; i <= (gend - 1) / w->l2_entries; i++) {
-        if (!w->l1[i]) {
-            if ((r = qcow2w_alloc(w, 1, &c)) < 0)
-                goto out;
-            w->l1[i] = c << w->cbits;
-        }
-    }
-    /* clusters not yet in the file (with extended L2 entries a cluster
-     * written in part before already has its host cluster) */
-    for (uint64_t g = g0; g < gend; g++) {
-        if ((r = entry_of(w, g, &e, &tab)) < 0)
-            goto out;
-        if (!be64_get(e))
-            fresh++;
-        else if (!w->p.extended_l2) {
-            r = set_err(w, written_twice(w, g));
-            goto out;
-        }
-    }
-    if (fresh && (r = qcow2w_alloc(w, fresh, &c)) < 0)
+    if ((r = qcow2w_map_clusters(w, off, len)) < 0)
         goto out;
-    host = c << w->cbits;
-    for (uint64_t g = g0; g < gend; g++) {
-        if ((r = entry_of(w, g, &e, &tab)) < 0)
-            goto out;
-        if (!be64_get(e)) {
-            be64_put(e, host | QCOW2_L2_COPIED);
-            host += w->cs;
-            qcow2w_l2_mark_dirty(w, tab);
-        }
-        if (w->p.extended_l2 && (r = mark_subclusters(w, g, off, len, 0)) < 0)
-            goto out;
-    }
     return submit_mapped(w, buf, len, off, done, opaque);
 out:
     set_err(w, r);
@@ -705,6 +728,7 @@ const struct bd_driver bd_qcow2_out = {
     .create = qcow2w_create,
     .pwrite = q_pwrite,
     .write_zeroes = q_write_zeroes,
+    .map_for_offload = qcow2w_map_for_offload,
     .compress = qcow2w_compress,
     .pwrite_compressed = q_pwrite_compressed,
     .finish = q_finish,

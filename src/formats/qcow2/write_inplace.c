@@ -58,6 +58,12 @@ struct free_range {
     uint64_t off, len;
 };
 
+/* Clusters mapped for copy offload whose entries wait for their bytes. */
+struct pending_run {
+    uint64_t g, k, host;
+    bool fresh, set;
+};
+
 struct qcow2ip {
     struct bd bd;               /* what the converter writes to */
     struct bd *img;             /* the target, opened by the reader */
@@ -98,6 +104,7 @@ struct qcow2ip {
     bool target_is_zero;        /* --target-is-zero: zero runs need nothing */
     bool backing;               /* a backing file would show through holes */
     int err;                    /* first error: later calls fail with it */
+    struct pending_run pend;    /* ip_map_for_offload -> ip_offload_done */
 };
 
 static struct qcow2ip *to_ip(struct bd *bd)
@@ -387,10 +394,30 @@ static const uint8_t *whole_cluster(struct qcow2ip *w, const void *buf, size_t l
     return w->scratch;
 }
 
-/* Clusters [g, g+n) of one L2 table (loaded) get the bytes at `p`. */
-static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n)
+/* The L2 entries of clusters [g, g+k) once their bytes are at `host`
+ * (`fresh`: new clusters, the old ones are given up). */
+static int commit_run(struct qcow2ip *w, uint64_t g, uint64_t k, uint64_t host, bool fresh)
 {
-    uint64_t flags = QCOW2_L2_COPIED, bm = EXT_ALL_ALLOC;
+    struct qcow2_l2e x;
+    int r;
+
+    for (uint64_t i = 0; i < k; i++) {
+        if (fresh && ((r = get_entry(w, g + i, &x)) < 0 || (r = release_entry(w, &x)) < 0))
+            return r;
+        if ((r = set_entry(w, g + i, (host + (i << w->cbits)) | QCOW2_L2_COPIED,
+                           EXT_ALL_ALLOC)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Clusters [g, g+n) of one L2 table (loaded) get the bytes at `p` (NULL:
+ * the caller puts them at *where, copy offload, and the entries wait for
+ * ip_offload_done).  Returns the clusters done from g on (back to back in
+ * the file, from *where). */
+static int write_run_at(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n,
+                        uint64_t *where)
+{
     struct qcow2_l2e e;
     int r;
 
@@ -407,11 +434,14 @@ static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n
                 break;
             k++;
         }
-        if ((r = bfile_pwrite(w->f, p, k << w->cbits, e.host)) < 0)
+        *where = e.host;
+        if (!p) {
+            w->pend = (struct pending_run){ g, k, e.host, false, true };
+            return (int)k;
+        }
+        if ((r = bfile_pwrite(w->f, p, k << w->cbits, e.host)) < 0 ||
+            (r = commit_run(w, g, k, e.host, false)) < 0)
             return r;
-        for (uint64_t i = 0; i < k; i++)
-            if ((r = set_entry(w, g + i, (e.host + (i << w->cbits)) | flags, bm)) < 0)
-                return r;
         return (int)k;
     }
     /* new clusters for the run of those that have none to write into */
@@ -427,14 +457,22 @@ static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n
     if ((r = ensure_table(w)) < 0 || (r = alloc_clusters(w, k, &host)) < 0)
         return r;
     k = (uint64_t)r;
-    if ((r = bfile_pwrite(w->f, p, k << w->cbits, host)) < 0)
-        return r;
-    for (uint64_t i = 0; i < k; i++) {
-        if ((r = get_entry(w, g + i, &x)) < 0 || (r = release_entry(w, &x)) < 0 ||
-            (r = set_entry(w, g + i, (host + (i << w->cbits)) | flags, bm)) < 0)
-            return r;
+    *where = host;
+    if (!p) {
+        w->pend = (struct pending_run){ g, k, host, true, true };
+        return (int)k;
     }
+    if ((r = bfile_pwrite(w->f, p, k << w->cbits, host)) < 0 ||
+        (r = commit_run(w, g, k, host, true)) < 0)
+        return r;
     return (int)k;
+}
+
+static int write_run(struct qcow2ip *w, const uint8_t *p, uint64_t g, uint64_t n)
+{
+    uint64_t where;
+
+    return write_run_at(w, p, g, n, &where);
 }
 
 static int write_clusters(struct qcow2ip *w, const uint8_t *p, uint64_t off, uint64_t len)
@@ -651,10 +689,53 @@ static void ip_close(struct bd *bd)
     free(w);
 }
 
+/* Copy offload: whole clusters as write_clusters would place them, the
+ * bytes put there by the caller (the partial last cluster, which keeps the
+ * image's bytes after the source's end, is written by ip_pwrite). */
+static int ip_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                              struct bfile **f, uint64_t *host, uint64_t *mapped)
+{
+    struct qcow2ip *w = to_ip(bd);
+    uint64_t per = w->h->l2_entries, g = off >> w->cbits, n = len >> w->cbits;
+    int r = range_ok(w, off, len);
+
+    if (r < 0)
+        return r;
+    if (n == 0 || w->cs % align || w->f->kind != BFILE_REGULAR || w->f->fd < 0)
+        return -ENOTSUP;
+    if (n > per - g % per)
+        n = per - g % per;
+    if (n > 256)
+        n = 256;
+    if ((r = load_table(w, g / per)) < 0 || (r = write_run_at(w, NULL, g, n, host)) < 0)
+        return sticky(w, r);
+    *f = w->f;
+    *mapped = (uint64_t)r << w->cbits;
+    return 0;
+}
+
+/* The bytes of the last mapping are in place (err 0): name them.  On
+ * failure the entries stay as they were (new clusters leak, as after a
+ * failed write). */
+static int ip_offload_done(struct bd *bd, int err)
+{
+    struct qcow2ip *w = to_ip(bd);
+    struct pending_run p = w->pend;
+
+    w->pend.set = false;
+    if (!p.set)
+        return w->err;
+    if (err < 0)
+        return sticky(w, err);
+    return sticky(w, commit_run(w, p.g, p.k, p.host, p.fresh));
+}
+
 const struct bd_driver bd_qcow2_inplace = {
     .name = "qcow2",
     .pwrite = ip_pwrite,
     .write_zeroes = ip_write_zeroes,
+    .map_for_offload = ip_map_for_offload,
+    .offload_done = ip_offload_done,
     .compress = ip_compress,
     .pwrite_compressed = ip_pwrite_compressed,
     .finish = ip_finish,

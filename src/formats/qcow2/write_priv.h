@@ -100,5 +100,16 @@ int qcow2w_l2_flush(struct qcow2w *w);
 
 /* write.c */
 int qcow2w_write_meta(struct qcow2w *w, const void *buf, size_t len, uint64_t off);
+/* The checks of a data write of [off, off+len) (granule-aligned, inside). */
+int qcow2w_check_range(struct qcow2w *w, uint64_t off, uint64_t len, const char *op);
+/* Host clusters and L2 entries for the guest clusters [off, off+len) touches
+ * (L2 tables first, then the new data clusters back to back). */
+int qcow2w_map_clusters(struct qcow2w *w, uint64_t off, uint64_t len);
+/* The host offset the L2 entry of guest cluster g names (0: none). */
+int qcow2w_host_of(struct qcow2w *w, uint64_t g, uint64_t *host);
+
+/* write_offload.c */
+int qcow2w_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                           struct bfile **f, uint64_t *host, uint64_t *mapped);
 
 #endif

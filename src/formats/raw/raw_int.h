@@ -36,6 +36,9 @@ int raw_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                ioq_done_fn done, void *opaque);
 int raw_write_zeroes(struct bd *bd, uint64_t off, uint64_t len);
 int raw_finish(struct bd *bd);
+/* offload.c: copy offload into the file itself */
+int raw_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                        struct bfile **f, uint64_t *host, uint64_t *mapped);
 void raw_abort(struct bd *bd);
 int raw_resize(struct bd *bd, uint64_t new_size, bool shrink);
 int raw_measure(struct kvopts *o, uint64_t size, struct bd *src,

@@ -92,6 +92,7 @@ const struct bd_driver bd_raw = {
     .create = raw_create,
     .pwrite = raw_pwrite,
     .write_zeroes = raw_write_zeroes,
+    .map_for_offload = raw_map_for_offload,
     .finish = raw_finish,
     .abort = raw_abort,
     .close = raw_close,

@@ -541,8 +541,9 @@ static int split_offload(struct cv *cv, struct job *j)
     return 0;
 }
 
-/* A copy offload job: zero runs found through a mapping of the source (or,
- * DISKIMG_OFFLOAD=pread, by reading it), data runs left to the kernel. */
+/* A copy offload job: zero runs found by reading the source (or, with
+ * DISKIMG_OFFLOAD=mmap, through a mapping of it), data runs left to the
+ * kernel. */
 static int offload_job(struct cv *cv, struct job *j)
 {
     size_t min_zero = (size_t)cv->o->sparse_size;
@@ -1102,7 +1103,8 @@ static int run_loop(struct cv *cv, struct ioq *ioq)
 
 /* Copy offload for this run?  Sets cv->offload and the unit, or says in
  * stats why not.  DISKIMG_OFFLOAD (tests, benchmarks): a comma list of
- * noclone, nocopy (leave a method out) and pread (scan by reading). */
+ * noclone, nocopy (leave a method out) and mmap (scan through a mapping,
+ * not by reading: faster, but not safe against a source that shrinks). */
 static void setup_offload(struct cv *cv)
 {
     const struct convert_opts *o = cv->o;
@@ -1130,7 +1132,11 @@ static void setup_offload(struct cv *cv)
     }
     offload_init(&cv->ofl, out->file->fd, !(env && strstr(env, "noclone")),
                  !(env && strstr(env, "nocopy")));
-    cv->offload_pread = env && strstr(env, "pread");
+    /* the scan reads the source by default: a mapping would turn a source
+     * truncated during the run (another process, a hostile uploader) into
+     * SIGBUS, which kills the process before it can remove its output;
+     * a read sees the short file and fails like any truncated image */
+    cv->offload_pread = !(env && strstr(env, "mmap"));
     cv->ofl_unit = cv->ofl.blksize > cv->granule ? cv->ofl.blksize : cv->granule;
     cv->offload = true;
 }

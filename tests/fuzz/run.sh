@@ -8,7 +8,7 @@
 # at a time as there are cores, findings in build-fuzz/smoke-findings/;
 # exit 1 on any finding.  The smoke run uses a fixed seed (FUZZ_SEED,
 # default 1) so that CI walks the same paths each time; long runs are random.
-# FUZZ_CPU_SECONDS=N stops a target (SIGINT: libFuzzer prints its final
+# FUZZ_CPU_SECONDS=N stops a target (SIGTERM: libFuzzer prints its final
 # stats) once it has used N seconds of CPU, whichever comes first: on a
 # busy shared machine a wall-clock budget says little about the work done.
 # The CPU seconds each run used are appended to build-fuzz/cpu.log.
@@ -123,7 +123,9 @@ for t in "${targets[@]}"; do
         if read -r -a st < /proc/$pid/stat 2>/dev/null; then
             cpu=$(( (st[13] + st[14] + st[15] + st[16]) / tck ))
             if [ -n "${FUZZ_CPU_SECONDS:-}" ] && [ $cpu -ge "$FUZZ_CPU_SECONDS" ]; then
-                kill -INT $pid
+                # TERM, not INT: a background job of a script starts with
+                # SIGINT ignored, and libFuzzer then leaves it ignored
+                kill -TERM $pid
                 break
             fi
         fi
@@ -131,9 +133,12 @@ for t in "${targets[@]}"; do
     done
     wait $pid
     rc=$?
-    [ $rc = 130 ] || [ $rc = 72 ] && rc=0   # stopped by the CPU budget (SIGINT)
+    [ $rc = 130 ] || [ $rc = 143 ] || [ $rc = 72 ] && rc=0   # stopped by the CPU budget
     echo "$(date -u +%FT%TZ) $t cpu_seconds=$cpu exit=$rc" >> build-fuzz/cpu.log
     tail -n 12 "build-fuzz/$t.log" | grep -E '^stat::|Done|ERROR|SUMMARY' || true
+    # with -fork=1 the parent runs nothing itself: its last status line
+    # ("#EXECS: cov: EDGES ft: FEATURES corp: N ...") has the totals
+    grep -E '^#[0-9]+: cov:' "build-fuzz/$t.log" | tail -n 1
     after=$(find "$findings" -type f | wc -l)
     if [ $rc -ne 0 ] || [ "$after" -gt "$before" ]; then
         echo "== $t: FOUND something (exit $rc): see build-fuzz/$t.log and $findings/"

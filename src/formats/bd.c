@@ -23,14 +23,16 @@ void bd_init(struct bd *bd, const struct bd_driver *drv, struct bfile *f,
 const struct bd_driver *bd_find_driver(const char *name)
 {
     for (size_t i = 0; bd_drivers[i]; i++)
-        if (strcmp(bd_drivers[i]->name, name) == 0)
+        if (strcmp(bd_drivers[i]->name, name) == 0 ||
+            (bd_drivers[i]->alias && strcmp(bd_drivers[i]->alias, name) == 0))
             return bd_drivers[i];
     return NULL;
 }
 
 static bool name_claims_format(const char *path, const char **ext)
 {
-    static const char *const exts[] = { ".qcow2", ".qcow", ".vmdk", ".ova" };
+    static const char *const exts[] = { ".qcow2", ".qcow", ".vmdk", ".ova", ".vhd",
+                                         ".vhdx", ".vdi" };
     size_t n = strlen(path);
 
     for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
@@ -67,6 +69,28 @@ int bd_probe(struct bfile *f, const struct bd_driver **drv, struct diag *d)
         if (score > best) {
             best = score;
             *drv = dr;
+        }
+    }
+    /* signatures at the end (fixed VHD) */
+    if (f->kind == BFILE_REGULAR || f->kind == BFILE_BLOCKDEV || f->kind == BFILE_MEMORY ||
+        (f->kind == BFILE_SLICE && f->base->kind != BFILE_STREAM)) {
+        size_t tl = f->size < 512 ? (size_t)f->size : 512;
+        size_t tgot = 0;
+        bool had = f->diag && f->diag->err;
+        r = tl ? bfile_pread_upto(f, head, tl, f->size - tl, &tgot) : -EIO;
+        if (r < 0 && tl && !had && f->diag)
+            diag_clear(f->diag);        /* (no tail: probed by the head alone) */
+        if (r == 0 && tgot == tl) {
+            for (size_t i = 0; bd_drivers[i]; i++) {
+                const struct bd_driver *dr = bd_drivers[i];
+                if (!dr->probe_tail)
+                    continue;
+                int score = dr->probe_tail(head, tl, f->size, f->path);
+                if (score > best) {
+                    best = score;
+                    *drv = dr;
+                }
+            }
         }
     }
     free(head);

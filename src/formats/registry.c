@@ -3,12 +3,14 @@
 #include "formats/ova/ova.h"
 #include "formats/qcow2/qcow2.h"
 #include "formats/qcow2/write.h"
+#include "formats/vhd/vhd.h"
 #include "formats/vmdk/vmdk.h"
 #include "formats/vmdk/write.h"
 
 const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,
     &bd_vmdk,
+    &bd_vhd,
     &bd_ova,
     &bd_raw,
     NULL,

@@ -1,0 +1,12 @@
+/* VHD (qemu's "vpc") driver: reader (open.c, read.c), check, resize,
+ * measure, and the writers create() hands out (write.c). */
+#ifndef DISKIMG_VHD_H
+#define DISKIMG_VHD_H
+
+#include "formats/bd.h"
+
+extern const struct bd_driver bd_vhd;
+extern const struct bd_driver bd_vhdw_dynamic;
+extern const struct bd_driver bd_vhdw_fixed;
+
+#endif

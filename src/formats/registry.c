@@ -24,5 +24,7 @@ const struct bd_driver *const bd_writers[] = {
     &bd_vmdkw_sparse,
     &bd_vmdkw_multi,
     &bd_vmdkw_stream,
+    &bd_vhdw_dynamic,
+    &bd_vhdw_fixed,
     NULL,
 };

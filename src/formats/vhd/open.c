@@ -436,6 +436,8 @@ static int vhd_info(struct bd *bd, struct jval *obj)
 const struct bd_driver bd_vhd = {
     .name = "vpc",
     .alias = "vhd",
+    .create_options_help = vhdw_options_help,
+    .describe_create = vhdw_describe_create,
     .probe = vhd_probe,
     .probe_tail = vhd_probe_tail,
     .open = vhd_open,
@@ -444,4 +446,7 @@ const struct bd_driver bd_vhd = {
     .close = vhd_close,
     .info = vhd_info,
     .check = vhd_check,
+    .resize = vhd_resize,
+    .measure = vhd_measure,
+    .create = vhdw_create,
 };

@@ -4,9 +4,7 @@
 #define DISKIMG_VHD_H
 
 #include "formats/bd.h"
+#include "formats/vhd/write.h"   /* bd_vhdw_dynamic, bd_vhdw_fixed */
 
 extern const struct bd_driver bd_vhd;
-extern const struct bd_driver bd_vhdw_dynamic;
-extern const struct bd_driver bd_vhdw_fixed;
-
 #endif

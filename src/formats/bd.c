@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "formats/registry.h"
 #include "io/bfile.h"
@@ -214,6 +215,28 @@ int bd_pread_backing(struct bd *bd, void *buf, size_t len, uint64_t off)
     }
     memset((char *)buf + n, 0, len - n);
     return 0;
+}
+
+uint64_t bd_file_run(const struct bfile *f, uint64_t host, uint64_t len, bool *hole)
+{
+    *hole = false;
+    if (f->kind != BFILE_REGULAR)
+        return len;
+    off_t data = lseek(f->fd, (off_t)host, SEEK_DATA);
+    if (data < 0) {
+        if (errno == ENXIO) {           /* only a hole from here to the end */
+            *hole = true;
+        }
+        return len;
+    }
+    if ((uint64_t)data > host) {
+        *hole = true;
+        return (uint64_t)data - host < len ? (uint64_t)data - host : len;
+    }
+    off_t h = lseek(f->fd, (off_t)host, SEEK_HOLE);
+    if (h >= 0 && (uint64_t)h > host && (uint64_t)h - host < len)
+        return (uint64_t)h - host;
+    return len;
 }
 
 void bd_close(struct bd *bd)

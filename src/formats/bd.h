@@ -327,6 +327,11 @@ int bd_pread_backing(struct bd *bd, void *buf, size_t len, uint64_t off);
 
 void bd_close(struct bd *bd);
 
+/* For drivers' block status: whether the file's bytes at `host` are a hole
+ * (SEEK_DATA/SEEK_HOLE on a regular file; never on other files), and the
+ * length of that hole or data run, at most `len`. */
+uint64_t bd_file_run(const struct bfile *f, uint64_t host, uint64_t len, bool *hole);
+
 /* Free the base fields (backing chain, file, names); drivers' close() calls
  * it before freeing their own struct. */
 void bd_release(struct bd *bd);

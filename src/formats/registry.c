@@ -3,6 +3,7 @@
 #include "formats/ova/ova.h"
 #include "formats/qcow2/qcow2.h"
 #include "formats/qcow2/write.h"
+#include "formats/vdi/vdi.h"
 #include "formats/vhd/vhd.h"
 #include "formats/vmdk/vmdk.h"
 #include "formats/vmdk/write.h"
@@ -11,6 +12,7 @@ const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,
     &bd_vmdk,
     &bd_vhd,
+    &bd_vdi,
     &bd_ova,
     &bd_raw,
     NULL,
@@ -26,5 +28,6 @@ const struct bd_driver *const bd_writers[] = {
     &bd_vmdkw_stream,
     &bd_vhdw_dynamic,
     &bd_vhdw_fixed,
+    &bd_vdiw,
     NULL,
 };

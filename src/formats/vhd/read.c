@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "formats/vhd/vhd_int.h"
 #include "io/bfile.h"
@@ -95,27 +94,13 @@ static void bm_put(struct bmbuf *b)
 
 static void fixed_status(struct vhd *v, uint64_t off, uint64_t len, struct bd_extent *e)
 {
-    struct bfile *f = v->bd.file;
+    bool hole;
 
-    e->flags = BD_DATA | BD_ALLOCATED;
-    e->len = len;
+    /* as qemu-img map: data at its offset; the file's holes read as zeros */
+    e->len = bd_file_run(v->bd.file, off, len, &hole);
+    e->flags = BD_DATA | BD_ALLOCATED | (hole ? BD_ZERO : 0);
     e->host_offset = (int64_t)off;
     e->host = &v->bd;
-    if (f->kind != BFILE_REGULAR)
-        return;
-    off_t data = lseek(f->fd, (off_t)off, SEEK_DATA);
-    if (data < 0)
-        return;                 /* (the footer is data: never ENXIO here) */
-    if ((uint64_t)data > off) {
-        uint64_t hole = (uint64_t)data - off;
-        /* as qemu-img map: data (at its offset) that reads as zeros */
-        e->flags = BD_DATA | BD_ZERO | BD_ALLOCATED;
-        e->len = hole < len ? hole : len;
-        return;
-    }
-    off_t hole = lseek(f->fd, (off_t)off, SEEK_HOLE);
-    if (hole >= 0 && (uint64_t)hole > off && (uint64_t)hole - off < len)
-        e->len = (uint64_t)hole - off;
 }
 
 int vhd_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent *e)

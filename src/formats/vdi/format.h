@@ -2,8 +2,9 @@
  * and encoder (header.c).  All fields are little-endian.
  *
  *   0     pre-header: 64 bytes of text, signature 0xbeda107f, version
- *   72    header 1.1 (cbHeader bytes; 1.0 has no offsets, its block map
- *         follows the header and the data follows the map)
+ *   72    header: versions 1.x (1.0, 1.1) name their size (cbHeader)
+ *         and the map's and data's offsets; the old version 0 header
+ *         has neither: its map follows it and the data follows the map
  *   offBlocks  block map: a 32-bit block index per block, 0xffffffff not
  *              allocated, 0xfffffffe reads as zeros
  *   offData    blocks: block i at offData + i * (cbBlockExtra + cbBlock),
@@ -23,9 +24,9 @@
 #define VDI_SIGNATURE       0xbeda107fu
 #define VDI_PREHEADER       72u
 #define VDI_HEADER_AREA     512u        /* what qemu and we read and write */
-#define VDI_V11             0x00010001u
-#define VDI_V10             0x00010000u
-#define VDI_V0_HEADER       348u        /* header 1.0 after the pre-header */
+#define VDI_V11             0x00010001u   /* what qemu and VirtualBox write */
+#define VDI_V0_HEADER       348u        /* the old header (major version 0,
+                                           0.2 as VirtualBox calls it) */
 #define VDI_V11_MIN_HEADER  384u        /* 1.1 up to uuidParentModify */
 #define VDI_V11_HEADER      400u        /* ... with the LCHS geometry */
 
@@ -45,7 +46,8 @@
 
 struct vdi_header {
     uint32_t version;
-    uint32_t header_size;       /* cbHeader (1.0: 348) */
+    bool v0;                    /* the old layout (major version 0) */
+    uint32_t header_size;       /* cbHeader (version 0: 348) */
     uint32_t type, flags;
     char comment[257];
     uint32_t off_blocks, off_data;

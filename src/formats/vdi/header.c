@@ -19,11 +19,11 @@ int vdi_header_decode(const uint8_t *b, size_t len, struct vdi_header *h, char *
     if (len < VDI_PREHEADER || le32_get(b + 64) != VDI_SIGNATURE)
         return bad(err, errlen, "no VDI signature");
     h->version = le32_get(b + 68);
-    size_t need = h->version == VDI_V10 ? VDI_PREHEADER + VDI_V0_HEADER
-                                         : VDI_PREHEADER + VDI_V11_MIN_HEADER;
+    h->v0 = h->version >> 16 == 0;
+    size_t need = h->v0 ? VDI_PREHEADER + VDI_V0_HEADER : VDI_PREHEADER + VDI_V11_MIN_HEADER;
     if (len < need || len < VDI_HEADER_AREA)
         return bad(err, errlen, "truncated header");
-    if (h->version == VDI_V11) {
+    if (h->version >> 16 == 1) {
         h->header_size = le32_get(b + 72);
         if (h->header_size < VDI_V11_MIN_HEADER || h->header_size > VDI_HEADER_AREA - VDI_PREHEADER) {
             snprintf(err, errlen, "header size %u is not 384 to 440", h->header_size);
@@ -47,7 +47,7 @@ int vdi_header_decode(const uint8_t *b, size_t len, struct vdi_header *h, char *
         memcpy(h->uuid_modify, b + 408, 16);
         memcpy(h->uuid_link, b + 424, 16);
         memcpy(h->uuid_parent_modify, b + 440, 16);
-    } else if (h->version == VDI_V10) {
+    } else if (h->v0) {
         h->header_size = VDI_V0_HEADER;
         h->type = le32_get(b + 72);
         h->flags = le32_get(b + 76);
@@ -67,10 +67,9 @@ int vdi_header_decode(const uint8_t *b, size_t len, struct vdi_header *h, char *
         h->off_blocks = VDI_PREHEADER + VDI_V0_HEADER;
         if (h->blocks > VDI_MAX_BLOCKS)
             return bad(err, errlen, "more than 2^30 blocks");
-        uint64_t data = (uint64_t)h->off_blocks + (uint64_t)h->blocks * 4;
-        h->off_data = (uint32_t)((data + VDI_SECTOR - 1) / VDI_SECTOR * VDI_SECTOR);
+        h->off_data = (uint32_t)(h->off_blocks + (uint64_t)h->blocks * 4);
     } else {
-        snprintf(err, errlen, "unsupported VDI version %u.%u (1.1 and 1.0 are read)",
+        snprintf(err, errlen, "unsupported VDI version %u.%u (1.x and 0.x are read)",
                  h->version >> 16, h->version & 0xffff);
         return -EINVAL;
     }
@@ -79,7 +78,7 @@ int vdi_header_decode(const uint8_t *b, size_t len, struct vdi_header *h, char *
                  "differencing are read)", h->type);
         return -EINVAL;
     }
-    if (h->sector_size != VDI_SECTOR && !(h->version == VDI_V10 && h->sector_size == 0)) {
+    if (h->sector_size != VDI_SECTOR && !(h->v0 && h->sector_size == 0)) {
         snprintf(err, errlen, "sector size %u is not 512", h->sector_size);
         return -EINVAL;
     }
@@ -96,7 +95,7 @@ int vdi_header_decode(const uint8_t *b, size_t len, struct vdi_header *h, char *
     }
     if (h->blocks > VDI_MAX_BLOCKS)
         return bad(err, errlen, "more than 2^30 blocks");
-    if (h->off_blocks % VDI_SECTOR || h->off_data % VDI_SECTOR) {
+    if (!h->v0 && (h->off_blocks % VDI_SECTOR || h->off_data % VDI_SECTOR)) {
         snprintf(err, errlen, "block map (%u) or data (%u) offset is not on a sector",
                  h->off_blocks, h->off_data);
         return -EINVAL;

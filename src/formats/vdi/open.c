@@ -156,7 +156,7 @@ static int do_open(struct vdi *v)
     v->stride = (uint64_t)v->h.block_extra + v->h.block_size;
     uint64_t map_bytes = (uint64_t)v->h.blocks * 4;
     if (map_bytes > v->file_size || v->h.off_blocks > v->file_size - map_bytes)
-        return diag_fail(D(v), -EINVAL, f->path, v->h.version == VDI_V11 ? 340 : 364,
+        return diag_fail(D(v), -EINVAL, f->path, v->h.v0 ? 364 : 340,
                          "block map of %u entries at %u is past the end of the file (%llu "
                          "bytes): truncated or corrupt image", v->h.blocks, v->h.off_blocks,
                          (unsigned long long)v->file_size);

@@ -32,9 +32,9 @@ int vdi_resize(struct bd *bd, uint64_t new_size, bool shrink)
     uint32_t bs = h.block_size;
     int r;
 
-    if (v->h.version != VDI_V11)
+    if (v->h.v0)
         return diag_fail(bd->diag, -ENOTSUP, bd->filename, -1,
-                         "resizing a version 1.0 VDI is not supported (convert it first)");
+                         "resizing a version 0 VDI is not supported (convert it first)");
     new_size = (new_size + VDI_SECTOR - 1) / VDI_SECTOR * VDI_SECTOR;
     if (new_size < bd->size && !shrink)
         return diag_fail(bd->diag, -EINVAL, bd->filename, -1,

@@ -116,7 +116,7 @@ static int read_footer(struct vhd *v)
         return diag_fail(D(v), r == -EFBIG ? r : -EINVAL, f->path, (int64_t)end,
                          "%s; the footer copy at offset 0 cannot stand in: %s", err, err0);
     }
-    diag_warn(D(v), f->path, (int64_t)end, "%s; using the footer copy at offset 0", err);
+    snprintf(v->foot_err, sizeof(v->foot_err), "%s", err);
     v->foot = c;
     v->used_copy = true;
     v->data_end = end;
@@ -200,6 +200,31 @@ static int open_dynamic(struct vhd *v)
     v->bat = (uint32_t *)raw;
     for (uint32_t i = 0; i < v->n_bat; i++)
         v->bat[i] = be32_get(raw + 4 * (size_t)i);
+    /* the copy at 0 stands in for a damaged footer only in a whole file:
+     * one whose structures end where that footer is (a cut file has its
+     * last sector judged as a footer, and would lose its last block) */
+    if (v->used_copy) {
+        uint64_t end = v->hdr.table_offset + v->bat_bytes;
+        if (v->foot.data_offset + VHD_DYNHDR_SIZE > end)
+            end = v->foot.data_offset + VHD_DYNHDR_SIZE;
+        for (uint32_t i = 0; i < v->n_bat; i++)
+            if (v->bat[i] != VHD_BAT_UNUSED) {
+                uint64_t e = (uint64_t)v->bat[i] * VHD_SECTOR + v->bitmap_bytes + v->block_size;
+                if (e > end)
+                    end = e;
+            }
+        for (int i = 0; i < VHD_LOCATORS; i++) {
+            const struct vhd_locator *l = &v->hdr.loc[i];
+            uint64_t e = l->offset + ((uint64_t)l->length + VHD_SECTOR - 1) / VHD_SECTOR * VHD_SECTOR;
+            if (l->code && l->length && e <= v->data_end && e > end)
+                end = e;
+        }
+        if (end != v->data_end)
+            return diag_fail(D(v), -EINVAL, f->path, (int64_t)v->data_end,
+                             "%s, and the file does not end where its blocks and tables "
+                             "end (at %llu): truncated image (the footer copy at offset 0 "
+                             "cannot stand in)", v->foot_err, (unsigned long long)end);
+    }
     /* parent locators: their data is metadata (only those that fit the
      * file; a differencing disk reads them below) */
     for (int i = 0; i < VHD_LOCATORS; i++) {
@@ -374,6 +399,9 @@ static int do_open(struct vhd *v)
     } else {
         if ((r = open_dynamic(v)) < 0)
             return r;
+        if (v->used_copy)
+            diag_warn(D(v), f->path, (int64_t)v->data_end, "%s; using the footer copy at "
+                      "offset 0", v->foot_err);
         v->bd.granule = v->block_size;
     }
     if ((r = metamap_seal(&v->meta)) < 0)

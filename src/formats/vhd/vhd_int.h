@@ -21,6 +21,7 @@ struct vhd {
     uint64_t data_end;          /* blocks (fixed: the disk) end before this:
                                    the footer at the end of the file */
     bool used_copy;             /* the footer copy at offset 0 was used */
+    char foot_err[200];         /* ... because of this */
     uint32_t *bat;              /* host sector of each block, or VHD_BAT_UNUSED */
     uint32_t n_bat;             /* entries (max_table_entries) */
     uint64_t bat_bytes;         /* on disk, padded to whole sectors */

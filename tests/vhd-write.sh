@@ -7,6 +7,7 @@
 # blocks (dynamic).  create -f vpc prints qemu-img's line and gives the
 # virtual size qemu-img gives, for sizes that round to CHS geometry and
 # sizes that do not.  azure=on refuses a size that is not a whole MiB.
+# Round trips VHD -> qcow2 -> vmdk -> raw keep the content.
 . "$(dirname "$0")/lib.sh"
 need qemu-img
 need qemu-io
@@ -34,6 +35,11 @@ for o in "" subformat=dynamic subformat=fixed subformat=fixed,force_size=on forc
     [ $rc = 0 ] && { cmp -n 52428800 "$T/yal.raw" "$T/src.raw" || fail "$o: vhdimount reads it differently"; }
     [ $rc = 0 ] || [ $rc = 77 ] || fail "$o: vhdimount"
     "$DISKIMG" check "$T/o.vhd" > /dev/null || fail "$o: check"
+    # VHD -> qcow2 -> vmdk -> raw
+    ok "$DISKIMG" convert -O qcow2 "$T/o.vhd" "$T/rt.qcow2"
+    ok "$DISKIMG" convert -O vmdk "$T/rt.qcow2" "$T/rt.vmdk"
+    ok "$DISKIMG" convert -O raw "$T/rt.vmdk" "$T/rt.raw"
+    cmp -n 52428800 "$T/rt.raw" "$T/src.raw" || fail "$o: round trip"
 done
 # zero runs: holes in a fixed image, unallocated blocks in a dynamic one
 ok "$DISKIMG" convert -O vpc -o subformat=fixed "$T/src.qcow2" "$T/fx.vhd"

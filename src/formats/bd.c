@@ -77,10 +77,11 @@ int bd_probe(struct bfile *f, const struct bd_driver **drv, struct diag *d)
         (f->kind == BFILE_SLICE && f->base->kind != BFILE_STREAM)) {
         size_t tl = f->size < 512 ? (size_t)f->size : 512;
         size_t tgot = 0;
-        bool had = f->diag && f->diag->err;
-        r = tl ? bfile_pread_upto(f, head, tl, f->size - tl, &tgot) : -EIO;
-        if (r < 0 && tl && !had && f->diag)
-            diag_clear(f->diag);        /* (no tail: probed by the head alone) */
+        r = tl ? bfile_pread_upto(f, head, tl, f->size - tl, &tgot) : 0;
+        if (r < 0) {
+            free(head);
+            return r;           /* an I/O error is one, wherever it is */
+        }
         if (r == 0 && tgot == tl) {
             for (size_t i = 0; bd_drivers[i]; i++) {
                 const struct bd_driver *dr = bd_drivers[i];

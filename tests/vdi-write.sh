@@ -68,7 +68,11 @@ same_check() {   # same_check IMAGE
     "$DISKIMG" check "$1" > "$T/d.out" 2> "$T/d.err" || drc=$?
     [ $qrc = $drc ] || { cat "$T/d.err"; fail "check $1: exit $drc, qemu-img $qrc"; }
     grep ERROR "$T/q.err" | sort > "$T/qe"; grep ERROR "$T/d.err" | sed 's/^diskimg: [^:]*: //' | sort > "$T/de"
-    grep -q -F -f "$T/qe" "$T/de" || [ ! -s "$T/qe" ] || { diff "$T/qe" "$T/de"; fail "check $1: messages"; }
+    diff "$T/qe" "$T/de" || fail "check $1: messages differ from qemu-img's"
+    diff "$T/q.out" "$T/d.out" || fail "check $1: summary differs from qemu-img's"
+    qemu-img check --output=json "$1" 2>/dev/null | sed "s|$T/||" > "$T/q.json"
+    "$DISKIMG" check --output=json "$1" 2>/dev/null | sed "s|$T/||" > "$T/d.json"
+    diff "$T/q.json" "$T/d.json" || fail "check $1: JSON differs from qemu-img's"
 }
 ok "$DISKIMG" convert -O vdi "$T/src.qcow2" "$T/k.vdi"
 cp "$T/k.vdi" "$T/k1.vdi"; printf '\x00\x00\x00\x00' | dd of="$T/k1.vdi" bs=1 seek=$((512 + 4)) conv=notrunc status=none

@@ -33,7 +33,8 @@ int vdi_check(struct bd *bd, struct bd_check_result *res, unsigned fix)
         }
         allocated++;
         if (used[e] != VDI_UNALLOCATED) {
-            diag_warn(d, bd->filename, -1, "ERROR: block index %u also used by %u", used[e], b);
+            /* (qemu-img's numbers: the index, twice) */
+            diag_warn(d, bd->filename, -1, "ERROR: block index %u also used by %u", e, e);
             res->corruptions++;
         } else {
             used[e] = b;

@@ -52,10 +52,17 @@ int vdi_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent
         e->flags = BD_DATA | BD_ALLOCATED | (hole ? BD_ZERO : 0);
         e->host_offset = (int64_t)(host + in);
         e->host = bd;
-    } else if (v->map[b] == VDI_ZERO || v->h.type != VDI_TYPE_DIFF) {
-        e->flags = BD_ZERO | BD_ALLOCATED;
     } else {
-        e->flags = 0;
+        bool zero = v->map[b] == VDI_ZERO || v->h.type != VDI_TYPE_DIFF;
+        e->flags = zero ? BD_ZERO | BD_ALLOCATED : 0;
+        /* the run of entries that read the same way, in one extent */
+        uint32_t first = v->map[b];
+        while (e->len < len && b + 1 < v->h.blocks &&
+               (v->map[b + 1] == first || (zero && v->h.type != VDI_TYPE_DIFF &&
+                                           v->map[b + 1] >= VDI_ZERO))) {
+            b++;
+            e->len = len - e->len < bs ? len : e->len + bs;
+        }
     }
     return 0;
 }

@@ -124,6 +124,12 @@ int vhd_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_extent
     /* not here: the parent's (differencing), or zeros decided here */
     unsigned absent = v->foot.type == VHD_TYPE_DIFF ? 0 : BD_ZERO | BD_ALLOCATED;
     if (!host) {
+        /* the run of blocks the BAT leaves out, in one extent */
+        while (n < len && b + 1 < v->n_bat && v->bat[b + 1] == VHD_BAT_UNUSED) {
+            b++;
+            n = len - n < v->block_size ? len : n + v->block_size;
+        }
+        e->len = n;
         e->flags = absent;
         return 0;
     }

@@ -7,7 +7,7 @@
 # (`diskimg --help`, `diskimg CMD --help`, asked once per shell and cached),
 # so the completion always matches the binary being completed, whichever
 # version it is.  An option line there looks like
-#     "  -f FMT            format ... (raw, qcow2, vmdk, ova)"
+#     "  -f FMT            format ... (raw, qcow2, vmdk, vpc, vdi, ova)"
 #     "  --output=human|json output form"
 #     "  -v, --verbose     report ..."
 # Option values: formats after FMT options (the list in the option's text,
@@ -16,7 +16,7 @@
 
 declare -gA _diskimg_help_cache
 
-_diskimg_formats="raw qcow2 vmdk ova"
+_diskimg_formats="raw qcow2 vmdk vpc vhd vdi ova"
 _diskimg_cache_modes="none writeback unsafe writethrough directsync"
 
 # _diskimg_help BIN [CMD]: the help text in REPLY (cached).

@@ -57,11 +57,13 @@ for c in $cmds; do
 done
 
 # option values
-offers convert -f "" -- raw qcow2 vmdk ova
-offers convert -O "" -- raw qcow2 vmdk '!ova'
+offers convert -f "" -- raw qcow2 vmdk vpc vdi ova
+offers convert -O "" -- raw qcow2 vmdk vpc vdi '!ova'
+offers create -f v -- vmdk vpc vdi
+offers measure -O "" -- raw qcow2 vpc vdi
 offers convert -O q -- qcow2 '!raw'
 offers compare -F "" -- raw qcow2 vmdk
-offers compare -f v -- vmdk
+offers compare -f v -- vmdk vpc vdi
 offers convert -t "" -- none writeback unsafe writethrough directsync
 offers convert -T w -- writeback writethrough '!none'
 offers info --output = "" -- human json

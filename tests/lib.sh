@@ -91,13 +91,14 @@ cached() {
     cp -a "$cache/$key/." "$dir/"
 }
 
-# yal_read IMAGE OUT: the guest disk of IMAGE as libyal's independent reader
-# sees it (qcowmount, vmdkmount or vhdimount, through FUSE, by the image's
-# format as qemu-img names it), copied to the raw file OUT.  Skips (77) when
+# yal_read IMAGE OUT [FMT]: the guest disk of IMAGE as libyal's independent
+# reader sees it (qcowmount, vmdkmount or vhdimount, through FUSE, by the
+# image's format as qemu-img names it, or FMT: qemu-img calls a fixed VHD
+# raw), copied to the raw file OUT.  Skips (77) when
 # the tool or /dev/fuse is missing; any other failure fails the test.
 yal_read() {
-    local img=$1 out=$2 fmt tool mnt rc=0
-    fmt=$(qemu-img info --output=json "$img" | sed -n 's/^ *"format": "\(.*\)",*$/\1/p' | head -n 1)
+    local img=$1 out=$2 fmt=${3:-} tool mnt rc=0
+    [ -n "$fmt" ] || fmt=$(qemu-img info --output=json "$img" | sed -n 's/^ *"format": "\(.*\)",*$/\1/p' | head -n 1)
     case $fmt in
         qcow2) tool=qcowmount ;;
         vmdk) tool=vmdkmount ;;

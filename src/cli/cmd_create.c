@@ -24,7 +24,7 @@ static const char help_text[] =
     "Create a new empty image IMG of SIZE bytes (suffixes K, M, G, T, P, E).\n"
     "An existing IMG is replaced; the new image appears only once complete.\n"
     "\n"
-    "  -f FMT        image format: raw (default), qcow2 or vmdk\n"
+    "  -f FMT        image format: raw (default), qcow2, vmdk, vpc or vdi\n"
     "  -o OPTS       format options, e.g. cluster_size=64K,compat=0.10 or\n"
     "                subformat=streamOptimized\n"
     "                (-o help lists them)\n"
@@ -192,7 +192,7 @@ int cmd_create(int argc, char **argv)
     }
     const struct bd_driver *drv = bd_find_driver(a.fmt);
     if (!drv || !drv->create) {
-        cli_error("%s: unknown or read-only format '%s' (use raw, qcow2 or vmdk)",
+        cli_error("%s: unknown or read-only format '%s' (use raw, qcow2, vmdk, vpc or vdi)",
                   a.img ? a.img : "", a.fmt);
         goto fail_args;
     }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "formats/registry.h"
 #include "io/bfile.h"
@@ -23,14 +24,16 @@ void bd_init(struct bd *bd, const struct bd_driver *drv, struct bfile *f,
 const struct bd_driver *bd_find_driver(const char *name)
 {
     for (size_t i = 0; bd_drivers[i]; i++)
-        if (strcmp(bd_drivers[i]->name, name) == 0)
+        if (strcmp(bd_drivers[i]->name, name) == 0 ||
+            (bd_drivers[i]->alias && strcmp(bd_drivers[i]->alias, name) == 0))
             return bd_drivers[i];
     return NULL;
 }
 
 static bool name_claims_format(const char *path, const char **ext)
 {
-    static const char *const exts[] = { ".qcow2", ".qcow", ".vmdk", ".ova" };
+    static const char *const exts[] = { ".qcow2", ".qcow", ".vmdk", ".ova", ".vhd",
+                                         ".vhdx", ".vdi" };
     size_t n = strlen(path);
 
     for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
@@ -67,6 +70,29 @@ int bd_probe(struct bfile *f, const struct bd_driver **drv, struct diag *d)
         if (score > best) {
             best = score;
             *drv = dr;
+        }
+    }
+    /* signatures at the end (fixed VHD) */
+    if (f->kind == BFILE_REGULAR || f->kind == BFILE_BLOCKDEV || f->kind == BFILE_MEMORY ||
+        (f->kind == BFILE_SLICE && f->base->kind != BFILE_STREAM)) {
+        size_t tl = f->size < 512 ? (size_t)f->size : 512;
+        size_t tgot = 0;
+        r = tl ? bfile_pread_upto(f, head, tl, f->size - tl, &tgot) : 0;
+        if (r < 0) {
+            free(head);
+            return r;           /* an I/O error is one, wherever it is */
+        }
+        if (r == 0 && tgot == tl) {
+            for (size_t i = 0; bd_drivers[i]; i++) {
+                const struct bd_driver *dr = bd_drivers[i];
+                if (!dr->probe_tail)
+                    continue;
+                int score = dr->probe_tail(head, tl, f->size, f->path);
+                if (score > best) {
+                    best = score;
+                    *drv = dr;
+                }
+            }
         }
     }
     free(head);
@@ -190,6 +216,28 @@ int bd_pread_backing(struct bd *bd, void *buf, size_t len, uint64_t off)
     }
     memset((char *)buf + n, 0, len - n);
     return 0;
+}
+
+uint64_t bd_file_run(const struct bfile *f, uint64_t host, uint64_t len, bool *hole)
+{
+    *hole = false;
+    if (f->kind != BFILE_REGULAR)
+        return len;
+    off_t data = lseek(f->fd, (off_t)host, SEEK_DATA);
+    if (data < 0) {
+        if (errno == ENXIO) {           /* only a hole from here to the end */
+            *hole = true;
+        }
+        return len;
+    }
+    if ((uint64_t)data > host) {
+        *hole = true;
+        return (uint64_t)data - host < len ? (uint64_t)data - host : len;
+    }
+    off_t h = lseek(f->fd, (off_t)host, SEEK_HOLE);
+    if (h >= 0 && (uint64_t)h > host && (uint64_t)h - host < len)
+        return (uint64_t)h - host;
+    return len;
 }
 
 void bd_close(struct bd *bd)

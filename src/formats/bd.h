@@ -145,6 +145,7 @@ struct bd;
 
 struct bd_driver {
     const char *name;
+    const char *alias;         /* another name -f/-O accept (vpc: "vhd"), or NULL */
     unsigned caps;             /* BD_CAP_* above */
 
     /* What `-o help` prints for this output format (NULL: no options). */
@@ -159,6 +160,11 @@ struct bd_driver {
     /* 0 = not this format; higher = more certain.  `head` holds the first
      * bytes of the file (up to 64 KiB, fewer if the file is shorter). */
     int (*probe)(const uint8_t *head, size_t len, const char *filename);
+    /* Optional: the same from the last bytes of a seekable file (`tail`,
+     * up to 512 bytes, ending at `file_size`): formats whose signature is
+     * at the end (a fixed VHD is the disk and a footer). */
+    int (*probe_tail)(const uint8_t *tail, size_t len, uint64_t file_size,
+                      const char *filename);
 
     /* Open the image in `f` (taken over: closed by close(), also on error).
      * `parent` is the image that refers to this one (NULL for the top). */
@@ -337,17 +343,23 @@ int bd_pread_backing(struct bd *bd, void *buf, size_t len, uint64_t off);
 
 void bd_close(struct bd *bd);
 
+/* For drivers' block status: whether the file's bytes at `host` are a hole
+ * (SEEK_DATA/SEEK_HOLE on a regular file; never on other files), and the
+ * length of that hole or data run, at most `len`. */
+uint64_t bd_file_run(const struct bfile *f, uint64_t host, uint64_t len, bool *hole);
+
 /* Free the base fields (backing chain, file, names); drivers' close() calls
  * it before freeing their own struct. */
 void bd_release(struct bd *bd);
 
-/* The driver called `name`, or NULL. */
+/* The driver called `name` (or by its alias), or NULL. */
 const struct bd_driver *bd_find_driver(const char *name);
 
-/* Probe `f`'s first bytes; *drv is NULL when nothing but raw matches and the
- * name does not claim a format (then the caller treats it as raw).  A file
- * named *.qcow2, *.vmdk or *.ova that matches nothing fails with a hint to
- * pass -f raw. */
+/* Probe `f`'s first bytes (and its last 512, for probe_tail); *drv is NULL
+ * when nothing but raw matches and the name does not claim a format (then
+ * the caller treats it as raw).  A file named like a format the tool knows
+ * (*.qcow2, *.qcow, *.vmdk, *.ova, *.vhd, *.vhdx, *.vdi) that matches
+ * nothing fails with a hint to pass -f raw. */
 int bd_probe(struct bfile *f, const struct bd_driver **drv, struct diag *d);
 
 extern const struct bd_driver bd_raw;

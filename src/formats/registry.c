@@ -3,12 +3,16 @@
 #include "formats/ova/ova.h"
 #include "formats/qcow2/qcow2.h"
 #include "formats/qcow2/write.h"
+#include "formats/vdi/vdi.h"
+#include "formats/vhd/vhd.h"
 #include "formats/vmdk/vmdk.h"
 #include "formats/vmdk/write.h"
 
 const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,
     &bd_vmdk,
+    &bd_vhd,
+    &bd_vdi,
     &bd_ova,
     &bd_raw,
     NULL,
@@ -22,5 +26,8 @@ const struct bd_driver *const bd_writers[] = {
     &bd_vmdkw_sparse,
     &bd_vmdkw_multi,
     &bd_vmdkw_stream,
+    &bd_vhdw_dynamic,
+    &bd_vhdw_fixed,
+    &bd_vdiw,
     NULL,
 };

@@ -521,5 +521,101 @@ case_ ova-truncated.ova bad bad "tar member 'disk1.vmdk' of [0-9]+ bytes runs pa
 (cd "$work/ova" && tar --format=ustar -cf "$out/ova-extent-passwd.ova" app.ovf disk1.vmdk)
 case_ ova-extent-passwd.ova bad bad "refers to '/etc/passwd', an absolute path: inside an OVA archive, references name members of the archive, never host files"
 
+# ---- vhd (vpc) ----------------------------------------------------------
+# a 4 MiB dynamic disk with blocks at 0 and 2M (qemu's layout: footer copy,
+# header at 512, BAT at 1536, blocks, footer), and a 1 MiB fixed disk
+H=$work/d.vhd
+qemu-img create -q -f vpc "$H" 4M
+qemu-io -f vpc -c 'write -P 0x31 0 64k' -c 'write -P 0x32 2M 64k' "$H" >/dev/null
+HSIZE=$(fsize "$H")
+HF=$work/f.vhd
+qemu-img create -q -f vpc -o subformat=fixed "$HF" 1M
+qemu-io -f vpc -c 'write -P 0x33 0 64k' "$HF" >/dev/null
+vsum() {  # vsum FILE OFF LEN CKOFF: the one's complement byte sum into the field
+    local f=$1 off=$2 len=$3 ck=$4 sum=0 b
+    poke "$f" "$ck" 00000000
+    for b in $(od -v -A n -t u1 -j "$off" -N "$len" "$f"); do sum=$((sum + b)); done
+    poke "$f" "$ck" "$(be32 $(( ~sum & 0xffffffff )))"
+}
+vfoot() {  # vfoot NAME INFO CONVERT REGEX [FOOTER-OFFSET HEX]...: both footers patched
+    local name=vhd-$1.vhd info=$2 conv=$3 re=$4 end; shift 4
+    cp "$H" "$name"; end=$(( $(fsize "$name") - 512 ))
+    while [ $# -ge 2 ]; do poke "$name" "$1" "$2"; poke "$name" $((end + $1)) "$2"; shift 2; done
+    vsum "$name" 0 512 64; vsum "$name" "$end" 512 $((end + 64))
+    case_ "$name" "$info" "$conv" "$re"
+}
+vhdr() {  # vhdr NAME INFO CONVERT REGEX HEADER-OFFSET HEX
+    local name=vhd-$1.vhd
+    cp "$H" "$name"; poke "$name" $((512 + $5)) "$6"; vsum "$name" 512 1024 $((512 + 36))
+    case_ "$name" "$2" "$3" "$4"
+}
+CHECK=2 patched vhd-block-on-header.vhd "$H" ok bad "block 0 at 512 overlaps the" 1536 00000001
+CHECK=2 patched vhd-block-past-end.vhd "$H" ok bad "block 1 at [0-9]+ is past the end of the data" 1540 7fffff00
+vhdr bat-offset-past bad bad "block allocation table of [0-9]+ bytes at [0-9]+ is past the end" 16 0000000100000000
+vhdr bat-on-header bad bad "block allocation table overlaps the dynamic disk header" 16 0000000000000200
+vhdr entries-huge bad bad "block allocation table of [0-9]+ bytes at 1536 is past the end" 28 7fffffff
+vhdr entries-few bad bad "block allocation table of 1 entries is too small" 28 00000001
+vhdr block-3000 bad bad "block size 3000 is not a power of two" 32 00000bb8
+vhdr block-1g bad bad "block size 1073741824 is not a power of two from 512 bytes to 256 MiB" 32 40000000
+vhdr version bad bad "unsupported dynamic header version 2.0" 24 00020000
+patched vhd-header-checksum.vhd "$H" bad bad "dynamic disk header checksum mismatch" 600 01
+vfoot hdr-offset-past bad bad "dynamic disk header of 1024 bytes at [0-9]+ is past the end" 16 0000000010000000
+vfoot hdr-offset-odd bad bad "dynamic header offset 513 is not a sector offset" 16 0000000000000201
+vfoot type-7 bad bad "unknown disk type 7" 60 00000007
+vfoot size-3t bad bad "too large \(at most 2040 GiB\)" 48 0000030000000000 28 77696e20
+vfoot version-2 bad bad "unsupported footer version 2.0" 12 00020000
+cp "$H" vhd-footers-bad.vhd; poke vhd-footers-bad.vhd 100 01; poke vhd-footers-bad.vhd $((HSIZE - 400)) 01
+case_ vhd-footers-bad.vhd bad bad "footer checksum mismatch.*the footer copy at offset 0 cannot stand in"
+head -c $((HSIZE - 4096 - 512)) "$H" > vhd-truncated.vhd; tail -c 512 "$H" >> vhd-truncated.vhd
+CHECK=2 case_ vhd-truncated.vhd ok bad "block 1 at [0-9]+ is past the end of the data.*truncated"
+head -c $((HSIZE - 1024)) "$H" > vhd-cut.vhd
+case_ vhd-cut.vhd bad bad "truncated image \(the footer copy at offset 0 cannot stand in\)"
+head -c 700 "$H" > vhd-short.vhd
+case_ vhd-short.vhd bad bad "past the end|footer"
+# the last footer damaged, the file whole: the copy reads the same
+cp "$H" vhd-footer-copy.vhd; poke vhd-footer-copy.vhd $((HSIZE - 400)) 01
+cp "$H" vhd-base.vhd
+case_ vhd-base.vhd ok ok ""
+CHECK=2 case_ vhd-footer-copy.vhd ok same vhd-base.vhd
+# fixed: the footer claims more than the file holds (-f vpc by name)
+mkdir -p vhd-fixed
+cp "$HF" vhd-fixed/claims-8m.vhd; FE=$(( $(fsize "$HF") - 512 ))
+poke vhd-fixed/claims-8m.vhd $((FE + 40)) 00000000008000000000000000800000
+poke vhd-fixed/claims-8m.vhd $((FE + 28)) 77696e20
+vsum vhd-fixed/claims-8m.vhd "$FE" 512 $((FE + 64))
+case_ vhd-fixed/claims-8m.vhd bad bad "named like a vhd image"
+# random bytes named like each format the tool knows
+head -c 8192 /dev/urandom > "$work/noise"
+for ext in vhd vhdx vdi; do
+    cp "$work/noise" "named-noise.$ext"
+    case_ "named-noise.$ext" bad bad "named like a $ext image but no known format signature"
+done
+
+# ---- vdi ----------------------------------------------------------------
+# an 8 MiB dynamic image with blocks 0 and 3 (header 512, map at 512, data
+# at 1024)
+I=$work/d.vdi
+qemu-img create -q -f vdi "$I" 8M
+qemu-io -f vdi -c 'write -P 0x41 0 64k' -c 'write -P 0x42 3M 64k' "$I" >/dev/null
+ISIZE=$(fsize "$I")
+vd() { patched "vdi-$1.vdi" "$I" bad bad "$2" "${@:3}"; }
+head -c $((ISIZE - 4096)) "$I" > vdi-truncated.vdi
+CHECK=2 case_ vdi-truncated.vdi ok bad "block 3 \(index 1, at [0-9]+\) is past the end of the file.*truncated"
+head -c 520 "$I" > vdi-map-cut.vdi
+case_ vdi-map-cut.vdi bad bad "block map of 8 entries at 512 is past the end of the file"
+CHECK=2 patched vdi-index-past.vdi "$I" ok bad "block 0 \(index 16777215, at [0-9]+\) is past the end" 512 ffffff00
+vd map-on-data "block map of 8 entries at 512 overlaps the data at 512" 344 00020000
+vd map-on-header "block map at 0 overlaps the header" 340 00000000
+vd disk-big "disk of 16777216 bytes is larger than its 8 blocks" 368 0000000100000000
+vd block-1000 "block size 1000 is not a multiple of 512" 376 e8030000
+vd extra-100 "block extra data of 100 bytes" 380 64000000
+vd type-undo "unsupported image type 3" 76 03000000
+vd version-2 "unsupported VDI version 2.1" 68 01000200
+vd blocks-huge "block map of 1073741823 entries at 512 (is past the end|overlaps the data)" 384 ffffff3f
+vd sector-4k "sector size 4096 is not 512" 360 00100000
+vd header-size "header size 16 is not 384 to 440" 72 10000000
+CHECK=2 patched vdi-index-dup.vdi "$I" ok ok "" 516 00000000
+CHECK=2 patched vdi-alloc-count.vdi "$I" ok ok "" 388 09000000
+
 rm -rf "$work"
 echo "$(wc -l < "$manifest") cases in $out"

@@ -226,6 +226,49 @@ for t in fuzz_qcow2_repair fuzz_qcow2_resize; do
         "$q"/v3-cs1024.qcow2 "$q"/prealloc.qcow2 >/dev/null
 done
 
+# ---- vhd ----------------------------------------------------------------
+h=$out/fuzz_vhd
+mkdir -p "$h"
+mkvhd="python3 $top/tests/tools/vhdmake.py"
+for sub in dynamic fixed; do
+    for fs in off on; do
+        qemu-img create -q -f vpc -o subformat=$sub,force_size=$fs "$h/$sub-fs$fs.vhd" 64K
+    done
+done
+qemu-img convert -q -f raw -O vpc -o subformat=fixed "$tmp/d1" "$h/fixed-data.vhd"
+# dynamic disks with small blocks, partial bitmaps, out-of-order blocks
+$mkvhd "$h/dyn-4k.vhd" --type dynamic --size 65536 --block 4096 --creator qemu \
+    --write 0:4096:0x11 --write 12288:1024:0x22 --write 61440:512:0x33
+$mkvhd "$h/dyn-512.vhd" --type dynamic --size 8192 --block 512 --reverse --no-copy \
+    --write 0:512:0x44 --write 4096:1024:0x55
+$mkvhd "$h/dyn-odd.vhd" --type dynamic --size 10000 --block 8192 --creator 'vpc ' \
+    --write 8192:1024:0x66
+# differencing: each kind of locator, the header's parent name
+$mkvhd "$tmp/parent.vhd" --type dynamic --size 16384 --block 4096 --write 0:8192:0x77
+$mkvhd "$h/diff-w2ru.vhd" --type diff --size 16384 --block 4096 --parent "$tmp/parent.vhd" \
+    --loc 'W2ru:.\parent.vhd' --loc 'W2ku:C:\x\parent.vhd' --write 512:512:0x12
+$mkvhd "$h/diff-macx.vhd" --type diff --size 16384 --block 4096 --parent "$tmp/parent.vhd" \
+    --loc 'MacX:file://localhost/Users/x/parent.vhd' --write 4096:4096:0x13
+$mkvhd "$h/diff-name.vhd" --type diff --size 16384 --block 4096 --parent "$tmp/parent.vhd" \
+    --parent-name parent.vhd --write 8192:512:0x14
+$mkvhd "$h/fixed-win.vhd" --type fixed --size 8192 --write 1024:1024:0x15
+
+# ---- vdi ----------------------------------------------------------------
+w=$out/fuzz_vdi
+mkdir -p "$w"
+mkvdi="python3 $top/tests/tools/vdimake.py"
+qemu-img create -q -f vdi "$w/dynamic.vdi" 64K
+qemu-img create -q -f vdi -o static=on "$w/static.vdi" 64K
+for v in 1.1 1.0 0; do
+    $mkvdi "$w/v$v-4k.vdi" --size 65536 --version $v --block 4096 --reverse \
+        --write 0:4096:0x21 --write 20480:1024:0x22 --zero 3
+done
+$mkvdi "$w/static-4k.vdi" --size 16384 --type 2 --block 4096 --write 4096:512:0x23
+$mkvdi "$tmp/vparent.vdi" --size 16384 --block 4096 --write 0:8192:0x24
+$mkvdi "$w/diff.vdi" --size 16384 --type 4 --block 4096 --parent "$tmp/vparent.vdi" \
+    --write 8192:512:0x25 --zero 1
+$mkvdi "$w/odd.vdi" --size 10000 --block 8192 --write 8192:1024:0x26
+
 # ---- options and sizes ---------------------------------------------------
 o=$out/fuzz_options
 mkdir -p "$o"

@@ -33,7 +33,8 @@ if [ ${#targets[@]} -eq 0 ]; then
     for t in tests/fuzz/fuzz_*.c; do targets+=("$(basename "$t" .c)"); done
 fi
 # the seeds, made again when their generators change
-stamp=$(cat tests/fuzz/make-seeds.sh tests/fuzz/make-vmdk-seeds.py tests/fuzz/make-qcow2-damaged.py |
+stamp=$(cat tests/fuzz/make-seeds.sh tests/fuzz/make-vmdk-seeds.py tests/fuzz/make-qcow2-damaged.py \
+            tests/tools/vhdmake.py tests/tools/vdimake.py |
         sha1sum | cut -c1-16)
 if [ "$(cat build-fuzz/seeds/.stamp 2>/dev/null)" != "$stamp" ]; then
     make --no-print-directory -s build/tools/genimg >/dev/null

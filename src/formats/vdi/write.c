@@ -1,0 +1,402 @@
+/* VDI writer: qemu-img's layout.  Header (512 bytes) at 0, the block map
+ * at 512 padded to a sector, the blocks of 1 MiB after it: a dynamic
+ * image appends them in the order they are written (blocks never written
+ * stay unallocated, zero 4 KiB pieces inside a block stay holes), a static
+ * one (static=on) has every block in order from the start, the file sized
+ * at once (holes until written).  The map, then the header last, at
+ * finish.  Also -o help, the "Formatting ..." line, measure.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "formats/vdi/vdi.h"
+#include "formats/vdi/vdi_int.h"
+#include "io/bfile.h"
+#include "io/ioq.h"
+#include "util/diag.h"
+#include "util/endian.h"
+#include "util/kvopts.h"
+#include "zerodetect/zerodetect.h"
+
+#define PIECE 4096u
+
+const char vdiw_options_help[] =
+    "Supported vdi options:\n"
+    "  size=<size>            - Virtual disk size\n"
+    "  static=<bool (on/off)> - VDI static (pre-allocated) image\n";
+
+struct vdiw {
+    struct bd bd;
+    struct vdi_header h;
+    uint32_t *map;
+    uint32_t next;              /* next block index (dynamic) */
+    struct ioq *ioq;
+    bool durable, finished;
+    int err;
+};
+
+static struct vdiw *to_w(struct bd *bd)
+{
+    return (struct vdiw *)bd;
+}
+
+static int set_err(struct vdiw *w, int r)
+{
+    if (r < 0 && !w->err)
+        w->err = r;
+    return r;
+}
+
+static int parse(struct kvopts *kv, bool *stat, char *err, size_t errlen)
+{
+    const char *s;
+    uint64_t sz;
+    int r;
+
+    *stat = false;
+    if (!kv)
+        return 0;
+    if ((r = kvopts_get_bool(kv, "static", stat, err, errlen)) < 0)
+        return r;
+    if (kvopts_get_size(kv, "size", &sz, err, errlen) < 0)
+        return -EINVAL;
+    if ((s = kvopts_get(kv, "preallocation")) && strcmp(s, "off") != 0) {
+        snprintf(err, errlen, "vdi output supports preallocation=off only (static=on "
+                 "allocates every block)");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The layout of a new image of `size` bytes. */
+static int layout(uint64_t size, bool stat, struct vdi_header *h, char *err, size_t errlen)
+{
+    memset(h, 0, sizeof(*h));
+    uint64_t blocks = size / VDI_DEFAULT_BLOCK + (size % VDI_DEFAULT_BLOCK != 0);
+    if (blocks > VDI_MAX_BLOCKS || size % VDI_SECTOR) {
+        snprintf(err, errlen, size % VDI_SECTOR ? "the size must be whole sectors"
+                 : "a vdi image of %llu bytes is too large", (unsigned long long)size);
+        return -EFBIG;
+    }
+    h->version = VDI_V11;
+    h->header_size = VDI_V11_MIN_HEADER;
+    h->type = stat ? VDI_TYPE_STATIC : VDI_TYPE_DYNAMIC;
+    h->off_blocks = VDI_HEADER_AREA;
+    uint64_t map = (blocks * 4 + VDI_SECTOR - 1) / VDI_SECTOR * VDI_SECTOR;
+    if (VDI_HEADER_AREA + map > UINT32_MAX) {
+        snprintf(err, errlen, "a vdi image of %llu bytes is too large", (unsigned long long)size);
+        return -EFBIG;
+    }
+    h->off_data = (uint32_t)(VDI_HEADER_AREA + map);
+    h->sector_size = VDI_SECTOR;
+    h->disk_size = size;
+    h->block_size = VDI_DEFAULT_BLOCK;
+    h->blocks = (uint32_t)blocks;
+    h->blocks_allocated = stat ? h->blocks : 0;
+    return 0;
+}
+
+int vdi_measure(struct kvopts *o, uint64_t size, struct bd *src, struct bd_measure *m,
+                struct diag *d)
+{
+    struct vdi_header h;
+    char err[200];
+    bool stat;
+    int r;
+
+    memset(m, 0, sizeof(*m));
+    if (src)
+        size = src->size;
+    size = (size + VDI_SECTOR - 1) / VDI_SECTOR * VDI_SECTOR;
+    if ((r = parse(o, &stat, err, sizeof(err))) < 0 ||
+        (r = layout(size, stat, &h, err, sizeof(err))) < 0)
+        return diag_fail(d, r, NULL, -1, "%s", err);
+    uint64_t used = h.blocks;
+    if (src && !stat) {
+        used = 0;
+        for (uint64_t off = 0; off < src->size;) {
+            struct bd_extent e;
+            if ((r = bd_block_status(src, off, src->size - off, &e)) < 0)
+                return r;
+            if (e.flags & BD_ZERO) {
+                off += e.len;
+                continue;
+            }
+            uint64_t first = off / h.block_size;
+            uint64_t end = (off + e.len + h.block_size - 1) / h.block_size;
+            used += end - first;
+            off = end * h.block_size;
+        }
+    }
+    m->required = h.off_data + used * h.block_size;
+    m->fully_allocated = h.off_data + (uint64_t)h.blocks * h.block_size;
+    return 0;
+}
+
+void vdiw_describe_create(const struct bd_create_opts *co, char *buf, size_t len)
+{
+    const struct kvopts *kv = co->o;
+    const char *v = NULL;
+
+    for (size_t j = 0; kv && j < kv->n; j++)
+        if (!strcmp(kv->v[j].key, "static"))
+            v = kv->v[j].val;
+    bool on = v && (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes"));
+    snprintf(buf, len, " size=%llu static=%s", (unsigned long long)co->size, on ? "on" : "off");
+}
+
+static void new_uuid(uint8_t u[16])
+{
+    if (getrandom(u, 16, GRND_NONBLOCK) != 16) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t a = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
+        uint64_t b = a * 0xbf58476d1ce4e5b9ull ^ (uint64_t)getpid();
+        memcpy(u, &a, 8);
+        memcpy(u + 8, &b, 8);
+    }
+    u[7] = (uint8_t)((u[7] & 0x0f) | 0x40);     /* version 4 (RTUUID byte order) */
+    u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+}
+
+static void w_free(struct vdiw *w)
+{
+    free(w->map);
+    bd_release(&w->bd);
+    free(w);
+}
+
+int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+                struct diag *d)
+{
+    struct vdiw *w;
+    char err[200];
+    bool stat;
+    int r;
+
+    *out = NULL;
+    if (o->existing)
+        return diag_fail(d, -ENOTSUP, f->path, -1,
+                         "writing into an existing vdi image (-n) is not supported");
+    if (o->backing_file)
+        return diag_fail(d, -ENOTSUP, f->path, -1, "vdi output cannot have a backing file");
+    if (o->compress)
+        return diag_fail(d, -EINVAL, f->path, -1, "vdi images cannot be compressed (-c)");
+    if (f->kind != BFILE_REGULAR)
+        return diag_fail(d, -ENOTSUP, f->path, -1, "vdi output needs a regular file");
+    if (!(w = calloc(1, sizeof(*w))))
+        return diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+    bd_init(&w->bd, &bd_vdiw, f, d);
+    uint64_t size = (o->size + VDI_SECTOR - 1) / VDI_SECTOR * VDI_SECTOR;
+    if ((r = parse(o->o, &stat, err, sizeof(err))) < 0 ||
+        (r = layout(size, stat, &w->h, err, sizeof(err))) < 0) {
+        r = diag_fail(d, r, f->path, -1, "%s", err);
+        goto fail;
+    }
+    new_uuid(w->h.uuid_create);
+    new_uuid(w->h.uuid_modify);
+    w->bd.size = size;
+    w->bd.granule = w->h.block_size;
+    w->ioq = o->ioq;
+    w->durable = o->durable;
+    if (!(w->map = malloc((size_t)w->h.blocks * 4 + 4))) {
+        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < w->h.blocks; i++)
+        w->map[i] = stat ? i : VDI_UNALLOCATED;
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT) && fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+        r = diag_errno(d, -errno, f->path, -1, "cannot turn off O_DIRECT");
+        goto fail;
+    }
+    uint64_t fsize = stat ? w->h.off_data + (uint64_t)w->h.blocks * w->h.block_size : 0;
+    if (ftruncate(f->fd, 0) < 0 || ftruncate(f->fd, (off_t)fsize) < 0) {
+        r = diag_errno(d, -errno, f->path, -1, "cannot set the size");
+        goto fail;
+    }
+    *out = &w->bd;
+    return 0;
+fail:
+    w->bd.file = NULL;
+    w_free(w);
+    return r;
+}
+
+static int check_range(struct vdiw *w, uint64_t off, uint64_t len, const char *op)
+{
+    if (w->err)
+        return w->err;
+    if (w->finished)
+        return set_err(w, diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
+                                    "internal error: %s after finish", op));
+    if (len == 0 || off >= w->bd.size || len > w->bd.size - off || off % w->bd.granule ||
+        (len % w->bd.granule && off + len != w->bd.size))
+        return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
+                         "internal error: %s of %llu bytes at %llu is not whole blocks "
+                         "inside the image", op, (unsigned long long)len,
+                         (unsigned long long)off);
+    return 0;
+}
+
+struct multi {
+    unsigned left;
+    int err;
+    ioq_done_fn done;
+    void *opaque;
+};
+
+static void multi_done(void *opaque, int res)
+{
+    struct multi *m = opaque;
+
+    if (res < 0 && !m->err)
+        m->err = res;
+    if (--m->left == 0) {
+        m->done(m->opaque, m->err);
+        free(m);
+    }
+}
+
+static int piece(struct vdiw *w, const void *buf, size_t len, uint64_t host, struct multi *m)
+{
+    m->left++;
+    if (w->ioq)
+        return set_err(w, ioq_pwrite(w->ioq, w->bd.file, buf, len, host, multi_done, m));
+    int r = set_err(w, bfile_pwrite(w->bd.file, buf, len, host));
+    multi_done(m, r);
+    return r;
+}
+
+static int v_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
+                    ioq_done_fn done, void *opaque)
+{
+    struct vdiw *w = to_w(bd);
+    uint32_t bs = w->h.block_size;
+    struct multi *m;
+    int r;
+
+    if ((r = check_range(w, off, len, "write")) < 0) {
+        done(opaque, r);
+        return r;
+    }
+    if (!(m = calloc(1, sizeof(*m)))) {
+        r = set_err(w, diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory"));
+        done(opaque, r);
+        return r;
+    }
+    m->left = 1;
+    m->done = done;
+    m->opaque = opaque;
+    const uint8_t *p = buf;
+    r = 0;
+    for (size_t at = 0; at < len && r == 0;) {
+        size_t n = len - at < bs ? len - at : bs;
+        uint32_t b = (uint32_t)((off + at) / bs);
+        if (w->map[b] == VDI_UNALLOCATED)
+            w->map[b] = w->next++;
+        uint64_t host = w->h.off_data + (uint64_t)w->map[b] * bs;
+        for (size_t k = 0; k < n && r == 0;) {
+            size_t step = n - k < PIECE ? n - k : PIECE;
+            if (buffer_is_zero(p + at + k, step)) {
+                k += step;
+                continue;
+            }
+            size_t e = k + step;
+            while (e < n) {
+                size_t s2 = n - e < PIECE ? n - e : PIECE;
+                if (buffer_is_zero(p + at + e, s2))
+                    break;
+                e += s2;
+            }
+            r = piece(w, p + at + k, e - k, host + k, m);
+            k = e;
+        }
+        at += n;
+    }
+    if (r < 0 && !m->err)
+        m->err = r;
+    multi_done(m, 0);
+    return r;
+}
+
+static int v_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
+{
+    /* a block never written is unallocated (dynamic) or a hole (static) */
+    return check_range(to_w(bd), off, len, "write_zeroes");
+}
+
+static int v_finish(struct bd *bd)
+{
+    struct vdiw *w = to_w(bd);
+    struct bfile *f = bd->file;
+    uint8_t hb[VDI_HEADER_AREA];
+    int r;
+
+    if (w->err)
+        return w->err;
+    w->finished = true;
+    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+        return r;
+    size_t map_bytes = w->h.off_data - w->h.off_blocks;
+    uint8_t *raw = calloc(1, map_bytes ? map_bytes : 1);
+    if (!raw)
+        return set_err(w, diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory"));
+    for (uint32_t i = 0; i < w->h.blocks; i++)
+        le32_put(raw + 4 * (size_t)i, w->map[i]);
+    r = set_err(w, bfile_pwrite(f, raw, map_bytes, w->h.off_blocks));
+    free(raw);
+    if (r < 0)
+        return r;
+    if (w->h.type == VDI_TYPE_DYNAMIC) {
+        w->h.blocks_allocated = w->next;
+        /* the last block whole, as qemu writes it */
+        uint64_t end = w->h.off_data + (uint64_t)w->next * w->h.block_size;
+        if (ftruncate(f->fd, (off_t)end) < 0)
+            return set_err(w, diag_errno(bd->diag, -errno, bd->filename, -1,
+                                         "cannot set the size"));
+    }
+    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+        return r;
+    vdi_header_encode(&w->h, hb);
+    if ((r = set_err(w, bfile_pwrite(f, hb, sizeof(hb), 0))) < 0)
+        return r;
+    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+        return r;
+    bfile_refresh_size(f);
+    return 0;
+}
+
+static void v_abort(struct bd *bd)
+{
+    struct vdiw *w = to_w(bd);
+
+    if (w->ioq)
+        ioq_drain(w->ioq);
+    w->finished = true;
+    if (!w->err)
+        w->err = -ECANCELED;
+}
+
+static void v_close(struct bd *bd)
+{
+    w_free(to_w(bd));
+}
+
+const struct bd_driver bd_vdiw = {
+    .name = "vdi",
+    .create_options_help = vdiw_options_help,
+    .create = vdiw_create,
+    .pwrite = v_pwrite,
+    .write_zeroes = v_write_zeroes,
+    .finish = v_finish,
+    .abort = v_abort,
+    .close = v_close,
+};

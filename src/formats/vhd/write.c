@@ -1,0 +1,412 @@
+/* VHD writer: create() and the dynamic and fixed writers (layout in
+ * write.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "formats/vhd/vhd.h"
+#include "formats/vhd/vhd_int.h"
+#include "formats/vhd/write.h"
+#include "io/bfile.h"
+#include "io/ioq.h"
+#include "util/diag.h"
+#include "util/endian.h"
+#include "zerodetect/zerodetect.h"
+
+#define HDR_OFF  VHD_FOOTER_SIZE
+#define BAT_OFF  (HDR_OFF + VHD_DYNHDR_SIZE)
+
+struct vhdw {
+    struct bd bd;
+    struct vhdw_params p;
+    uint8_t uuid[16];
+    struct ioq *ioq;
+    bool durable, finished;
+    int err;                    /* sticky first error */
+    /* dynamic */
+    uint32_t *bat;
+    uint32_t n_bat;
+    uint64_t bat_bytes;
+    uint32_t bitmap_bytes;
+    uint64_t next;              /* where the next block goes */
+    uint8_t *ones;              /* a bitmap with every bit set */
+};
+
+static struct vhdw *to_w(struct bd *bd)
+{
+    return (struct vhdw *)bd;
+}
+
+static int set_err(struct vhdw *w, int r)
+{
+    if (r < 0 && !w->err)
+        w->err = r;
+    return r;
+}
+
+static void w_free(struct vhdw *w)
+{
+    free(w->bat);
+    free(w->ones);
+    bd_release(&w->bd);
+    free(w);
+}
+
+int vhdw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+                struct diag *d)
+{
+    struct vhdw_params p;
+    struct vhdw *w;
+    char err[256];
+    int r;
+
+    *out = NULL;
+    if (o->existing)
+        return diag_fail(d, -ENOTSUP, f->path, -1,
+                         "writing into an existing vpc image (-n) is not supported");
+    if (o->backing_file)
+        return diag_fail(d, -ENOTSUP, f->path, -1,
+                         "vpc output cannot have a backing file (differencing disks are "
+                         "read, not written)");
+    if (o->compress)
+        return diag_fail(d, -EINVAL, f->path, -1, "vpc images cannot be compressed (-c)");
+    if ((r = vhdw_parse_params(o->o, o->size, &p, err, sizeof(err))) < 0)
+        return diag_fail(d, r, f->path, -1, "%s", err);
+    if (f->kind != BFILE_REGULAR)
+        return diag_fail(d, -ENOTSUP, f->path, -1, "vpc output needs a regular file");
+    if (!(w = calloc(1, sizeof(*w))))
+        return diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+    bd_init(&w->bd, p.fixed ? &bd_vhdw_fixed : &bd_vhdw_dynamic, f, d);
+    w->p = p;
+    w->bd.size = p.size;
+    w->ioq = o->ioq;
+    w->durable = o->durable;
+    vhd_new_uuid(w->uuid);
+    /* the footer and bitmaps are single sectors: through the page cache
+     * (the data is still synced in finish when durable) */
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT) && fcntl(f->fd, F_SETFL, fl & ~O_DIRECT) < 0) {
+        r = diag_errno(d, -errno, f->path, -1, "cannot turn off O_DIRECT");
+        goto fail;
+    }
+    if (ftruncate(f->fd, 0) < 0) {
+        r = diag_errno(d, -errno, f->path, -1, "cannot truncate");
+        goto fail;
+    }
+    if (p.fixed) {
+        w->bd.granule = VHD_SECTOR;
+        if (ftruncate(f->fd, (off_t)p.size) < 0) {
+            r = diag_errno(d, -errno, f->path, -1, "cannot set the size");
+            goto fail;
+        }
+    } else {
+        w->bd.granule = p.block_size;
+        w->n_bat = (uint32_t)(p.size / p.block_size + (p.size % p.block_size != 0));
+        w->bat_bytes = ((uint64_t)w->n_bat * 4 + VHD_SECTOR - 1) / VHD_SECTOR * VHD_SECTOR;
+        w->bitmap_bytes = vhd_bitmap_bytes(p.block_size);
+        w->next = BAT_OFF + w->bat_bytes;
+        w->bat = malloc(w->n_bat ? (size_t)w->n_bat * 4 : 1);
+        w->ones = malloc(w->bitmap_bytes);
+        if (!w->bat || !w->ones) {
+            r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+            goto fail;
+        }
+        memset(w->bat, 0xff, (size_t)w->n_bat * 4);
+        memset(w->ones, 0xff, w->bitmap_bytes);
+    }
+    *out = &w->bd;
+    return 0;
+fail:
+    w->bd.file = NULL;      /* the caller still owns the file */
+    w_free(w);
+    return r;
+}
+
+static int check_range(struct vhdw *w, uint64_t off, uint64_t len, const char *op)
+{
+    if (w->err)
+        return w->err;
+    if (w->finished)
+        return set_err(w, diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
+                                    "internal error: %s after finish", op));
+    if (len == 0 || off >= w->p.size || len > w->p.size - off || off % w->bd.granule ||
+        (len % w->bd.granule && off + len != w->p.size))
+        return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
+                         "internal error: %s of %llu bytes at %llu is not whole blocks "
+                         "inside the image", op, (unsigned long long)len,
+                         (unsigned long long)off);
+    return 0;
+}
+
+/* --- the parts of one write, completed together ------------------------------ */
+
+struct multi {
+    unsigned left;
+    int err;
+    ioq_done_fn done;
+    void *opaque;
+};
+
+static void multi_done(void *opaque, int res)
+{
+    struct multi *m = opaque;
+
+    if (res < 0 && !m->err)
+        m->err = res;
+    if (--m->left == 0) {
+        m->done(m->opaque, m->err);
+        free(m);
+    }
+}
+
+static int data_write(struct vhdw *w, const void *buf, size_t len, uint64_t host,
+                      ioq_done_fn done, void *opaque)
+{
+    if (w->ioq)
+        return set_err(w, ioq_pwrite(w->ioq, w->bd.file, buf, len, host, done, opaque));
+    int r = set_err(w, bfile_pwrite(w->bd.file, buf, len, host));
+    done(opaque, r);
+    return r;
+}
+
+/* --- dynamic ------------------------------------------------------------------- */
+
+/* Block b's host offset (bitmap first), allocated at the end when new. */
+static int block_alloc(struct vhdw *w, uint32_t b, uint64_t *host)
+{
+    if (w->bat[b] != VHD_BAT_UNUSED) {
+        *host = (uint64_t)w->bat[b] * VHD_SECTOR;
+        return 0;
+    }
+    uint64_t at = w->next;
+    if (at / VHD_SECTOR >= VHD_BAT_UNUSED)
+        return set_err(w, diag_fail(w->bd.diag, -EFBIG, w->bd.filename, (int64_t)at,
+                                    "the image outgrows 32-bit sector numbers"));
+    int r = set_err(w, bfile_pwrite(w->bd.file, w->ones, w->bitmap_bytes, at));
+    if (r < 0)
+        return r;
+    w->bat[b] = (uint32_t)(at / VHD_SECTOR);
+    w->next = at + w->bitmap_bytes + w->p.block_size;
+    *host = at;
+    return 0;
+}
+
+/* Within a block only the 4 KiB pieces that are not zeros are written:
+ * the rest stays a hole of the new file, as with qemu-img. */
+#define PIECE 4096u
+
+static int d_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
+                    ioq_done_fn done, void *opaque)
+{
+    struct vhdw *w = to_w(bd);
+    uint32_t bs = w->p.block_size;
+    struct multi *m;
+    int r;
+
+    if ((r = check_range(w, off, len, "write")) < 0) {
+        done(opaque, r);
+        return r;
+    }
+    if (!(m = calloc(1, sizeof(*m)))) {
+        r = set_err(w, diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory"));
+        done(opaque, r);
+        return r;
+    }
+    m->left = 1;                /* held until every piece is submitted */
+    m->done = done;
+    m->opaque = opaque;
+    const uint8_t *p = buf;
+    r = 0;
+    for (size_t at = 0; at < len && r == 0;) {
+        size_t n = len - at < bs ? len - at : bs;
+        uint64_t host = 0;
+        if ((r = block_alloc(w, (uint32_t)((off + at) / bs), &host)) < 0)
+            break;
+        host += w->bitmap_bytes;
+        for (size_t k = 0; k < n && r == 0;) {
+            size_t step = n - k < PIECE ? n - k : PIECE;
+            if (buffer_is_zero(p + at + k, step)) {
+                k += step;
+                continue;
+            }
+            size_t e = k + step;
+            while (e < n) {
+                size_t s2 = n - e < PIECE ? n - e : PIECE;
+                if (buffer_is_zero(p + at + e, s2))
+                    break;
+                e += s2;
+            }
+            m->left++;
+            r = data_write(w, p + at + k, e - k, host + k, multi_done, m);
+            k = e;
+        }
+        at += n;
+    }
+    if (r < 0 && !m->err)
+        m->err = r;
+    multi_done(m, 0);
+    return r;
+}
+
+static int d_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
+{
+    struct vhdw *w = to_w(bd);
+    int r = check_range(w, off, len, "write_zeroes");
+
+    if (r < 0)
+        return r;
+    /* a block never written reads as zeros; one written already (never
+     * in a conversion) gets zeros written */
+    static const uint8_t zeros[65536];
+    uint32_t bs = w->p.block_size;
+    for (uint64_t o = off; o < off + len;) {
+        uint32_t b = (uint32_t)(o / bs);
+        uint64_t end = ((uint64_t)b + 1) * bs < off + len ? ((uint64_t)b + 1) * bs : off + len;
+        if (w->bat[b] != VHD_BAT_UNUSED) {
+            if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+                return r;
+            uint64_t host = (uint64_t)w->bat[b] * VHD_SECTOR + w->bitmap_bytes + o % bs;
+            for (uint64_t k = 0; k < end - o;) {
+                size_t n = end - o - k < sizeof(zeros) ? (size_t)(end - o - k) : sizeof(zeros);
+                if ((r = set_err(w, bfile_pwrite(bd->file, zeros, n, host + k))) < 0)
+                    return r;
+                k += n;
+            }
+        }
+        o = end;
+    }
+    return 0;
+}
+
+static int d_finish(struct bd *bd)
+{
+    struct vhdw *w = to_w(bd);
+    struct bfile *f = bd->file;
+    uint8_t foot[VHD_FOOTER_SIZE], hdr[VHD_DYNHDR_SIZE];
+    struct vhd_footer vf;
+    struct vhd_dynhdr h;
+    int r;
+
+    if (w->err)
+        return w->err;
+    w->finished = true;
+    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+        return r;
+    uint8_t *bat = malloc(w->bat_bytes ? w->bat_bytes : 1);
+    if (!bat)
+        return set_err(w, diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory"));
+    memset(bat, 0xff, w->bat_bytes);
+    for (uint32_t i = 0; i < w->n_bat; i++)
+        be32_put(bat + 4 * (size_t)i, w->bat[i]);
+    r = w->bat_bytes ? set_err(w, bfile_pwrite(f, bat, w->bat_bytes, BAT_OFF)) : 0;
+    free(bat);
+    if (r < 0)
+        return r;
+    memset(&h, 0, sizeof(h));
+    h.data_offset = VHD_NO_OFFSET;
+    h.table_offset = BAT_OFF;
+    h.version = VHD_VERSION;
+    h.max_entries = w->n_bat;
+    h.block_size = w->p.block_size;
+    vhd_dynhdr_encode(&h, hdr);
+    vhdw_footer(&w->p, w->uuid, &vf);
+    vhd_footer_encode(&vf, foot);
+    if ((r = set_err(w, bfile_pwrite(f, hdr, sizeof(hdr), HDR_OFF))) < 0 ||
+        (r = set_err(w, bfile_pwrite(f, foot, sizeof(foot), w->next))) < 0)
+        return r;
+    if (ftruncate(f->fd, (off_t)(w->next + VHD_FOOTER_SIZE)) < 0)
+        return set_err(w, diag_errno(bd->diag, -errno, bd->filename, -1, "cannot truncate"));
+    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+        return r;
+    /* the copy at offset 0 last: until it is there, nothing probes as VHD */
+    if ((r = set_err(w, bfile_pwrite(f, foot, sizeof(foot), 0))) < 0)
+        return r;
+    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+        return r;
+    bfile_refresh_size(f);
+    return 0;
+}
+
+/* --- fixed --------------------------------------------------------------------- */
+
+static int x_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
+                    ioq_done_fn done, void *opaque)
+{
+    struct vhdw *w = to_w(bd);
+    int r = check_range(w, off, len, "write");
+
+    if (r < 0) {
+        done(opaque, r);
+        return r;
+    }
+    return data_write(w, buf, len, off, done, opaque);
+}
+
+static int x_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
+{
+    /* a new file: holes read as zeros */
+    return check_range(to_w(bd), off, len, "write_zeroes");
+}
+
+static int x_finish(struct bd *bd)
+{
+    struct vhdw *w = to_w(bd);
+    uint8_t foot[VHD_FOOTER_SIZE];
+    struct vhd_footer vf;
+    int r;
+
+    if (w->err)
+        return w->err;
+    w->finished = true;
+    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+        return r;
+    vhdw_footer(&w->p, w->uuid, &vf);
+    vhd_footer_encode(&vf, foot);
+    if ((r = set_err(w, bfile_pwrite(bd->file, foot, sizeof(foot), w->p.size))) < 0)
+        return r;
+    if (w->durable && (r = set_err(w, bfile_sync(bd->file))) < 0)
+        return r;
+    bfile_refresh_size(bd->file);
+    return 0;
+}
+
+static void w_abort(struct bd *bd)
+{
+    struct vhdw *w = to_w(bd);
+
+    if (w->ioq)
+        ioq_drain(w->ioq);
+    w->finished = true;
+    if (!w->err)
+        w->err = -ECANCELED;
+}
+
+static void w_close(struct bd *bd)
+{
+    w_free(to_w(bd));
+}
+
+const struct bd_driver bd_vhdw_dynamic = {
+    .name = "vpc",
+    .create_options_help = vhdw_options_help,
+    .create = vhdw_create,
+    .pwrite = d_pwrite,
+    .write_zeroes = d_write_zeroes,
+    .finish = d_finish,
+    .abort = w_abort,
+    .close = w_close,
+};
+
+const struct bd_driver bd_vhdw_fixed = {
+    .name = "vpc",
+    .create_options_help = vhdw_options_help,
+    .create = vhdw_create,
+    .pwrite = x_pwrite,
+    .write_zeroes = x_write_zeroes,
+    .finish = x_finish,
+    .abort = w_abort,
+    .close = w_close,
+};

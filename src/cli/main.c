@@ -22,6 +22,7 @@ static const struct command commands[] = {
     { "compare", cmd_compare },
     { "measure", cmd_measure },
     { "resize", cmd_resize },
+    { "snapshot", cmd_snapshot },
 };
 
 static const char usage_text[] =

@@ -23,6 +23,7 @@ static const struct command commands[] = {
     { "measure", cmd_measure },
     { "resize", cmd_resize },
     { "snapshot", cmd_snapshot },
+    { "rebase", cmd_rebase },
 };
 
 static const char usage_text[] =

@@ -253,6 +253,11 @@ struct bd_driver {
      * tried first).  Afterwards the image may only be closed.  The list is
      * the info() object's "snapshots". */
     int (*snapshot)(struct bd *bd, enum bd_snapshot_op op, const char *name);
+
+    /* Optional: name another backing file (NULL or "": none) and format
+     * (NULL: none recorded) in an image opened for writing; the header
+     * only, in one write, synced (rebase -u; safe rebase copies first). */
+    int (*set_backing)(struct bd *bd, const char *name, const char *fmt);
 };
 
 struct bd {

@@ -237,6 +237,9 @@ int qcow2_read_bitmaps(struct qcow2 *q);
 /* info.c */
 int qcow2_info(struct bd *bd, struct jval *obj);
 
+/* backing_write.c: bd_driver.set_backing */
+int qcow2_set_backing(struct bd *bd, const char *name, const char *fmt);
+
 /* check.c */
 int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);
 /* Before an image is changed in place by what trusts its refcounts and

@@ -93,7 +93,8 @@ int qcow2_set_backing(struct bd *bd, const char *name, const char *fmt)
                  "(%zu bytes) with the header and its extensions", cs);
         goto out;
     }
-    memcpy(nw + pos, name, nl);
+    if (nl)
+        memcpy(nw + pos, name, nl);
     be64_put(nw + QH_BACKING_FILE_OFFSET, nl ? pos : 0);
     be32_put(nw + QH_BACKING_FILE_SIZE, (uint32_t)nl);
     pos += nl;

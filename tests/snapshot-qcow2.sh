@@ -112,6 +112,15 @@ for img in c.qcow2 top.qcow2; do
     qcompare $img before.raw
 done
 
+# persistent bitmaps keep their clusters and stay listed
+qemu-img create -q -f qcow2 bm.qcow2 16M
+qemu-io -c 'write -P 1 0 1M' bm.qcow2 >/dev/null
+qemu-img bitmap --add bm.qcow2 b0
+run -c s bm.qcow2; clean bm.qcow2 "bitmap -c"
+run -a s bm.qcow2; clean bm.qcow2 "bitmap -a"
+run -d s bm.qcow2; clean bm.qcow2 "bitmap -d"
+qemu-img info --output=json bm.qcow2 | grep -q '"name": "b0"' || fail "bitmap lost"
+
 # exit statuses and messages (qemu-img's)
 qemu-img create -q -f qcow2 s.qcow2 1M
 expect_error "Could not delete snapshot 'nope': snapshot not found" "$DISKIMG" snapshot -d nope s.qcow2

@@ -1,7 +1,7 @@
 /* rebase: the ranges an image leaves to its backing chain, compared
  * between the old chain (the image's own reads) and the new backing file
  * cluster by cluster, and the old content written into the image where
- * they differ (see rebase.h).  Ranges the image allocates are skipped. */
+ * they differ (see rebase.h), compressed with -c where that shrinks them.  Ranges the image allocates are skipped. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +31,8 @@ int rebase_copy(const struct rebase_opts *o, struct diag *d, uint64_t *written)
 {
     struct bd *img = o->img;
     uint64_t size = img->size, gran = o->out->granule, chunk = CHUNK;
-    uint8_t *a = NULL, *b = NULL;
+    uint8_t *a = NULL, *b = NULL, *cbuf = NULL;
+    bool compress = o->compress && o->out->drv->compress && o->out->drv->pwrite_compressed;
     int r = 0;
 
     *written = 0;
@@ -43,6 +44,11 @@ int rebase_copy(const struct rebase_opts *o, struct diag *d, uint64_t *written)
     chunk -= chunk % gran;
     if (posix_memalign((void **)&a, 4096, chunk) || posix_memalign((void **)&b, 4096, chunk)) {
         free(a);
+        return diag_fail(d, -ENOMEM, img->filename, -1, "out of memory");
+    }
+    if (compress && !(cbuf = malloc(gran))) {
+        free(a);
+        free(b);
         return diag_fail(d, -ENOMEM, img->filename, -1, "out of memory");
     }
     /* clusters written so far end here: a cluster the image allocates in
@@ -78,7 +84,15 @@ int rebase_copy(const struct rebase_opts *o, struct diag *d, uint64_t *written)
                 if (c < written_end || !memcmp(a + (lo - start), b + (lo - start), hi - lo))
                     continue;
                 int err = 0;
-                r = o->out->drv->pwrite(o->out, a + (c - start), l, c, done_cb, &err);
+                ssize_t cl = compress ? o->out->drv->compress(o->out, a + (c - start), l,
+                                                              cbuf, gran) : 0;
+                if (cl < 0)
+                    r = (int)cl;
+                else if (cl > 0)
+                    r = o->out->drv->pwrite_compressed(o->out, cbuf, (size_t)cl, c, done_cb,
+                                                       &err);
+                else
+                    r = o->out->drv->pwrite(o->out, a + (c - start), l, c, done_cb, &err);
                 if (r == 0)
                     r = err;
                 *written += l;
@@ -91,5 +105,6 @@ int rebase_copy(const struct rebase_opts *o, struct diag *d, uint64_t *written)
     }
     free(a);
     free(b);
+    free(cbuf);
     return r;
 }

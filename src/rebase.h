@@ -5,6 +5,7 @@
 #ifndef DISKIMG_REBASE_H
 #define DISKIMG_REBASE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct bd;
@@ -14,6 +15,7 @@ struct rebase_opts {
     struct bd *img;         /* the image, opened with its old backing chain */
     struct bd *new_backing; /* the new backing file, or NULL (none: zeros) */
     struct bd *out;         /* the same image, opened for writing in place */
+    bool compress;          /* -c: clusters written compressed where they shrink */
     void (*progress)(void *opaque, uint64_t done, uint64_t total);
     void *progress_opaque;
 };

@@ -9,6 +9,7 @@
 #                 equals the old backing file)
 #   -b ""         the image is standalone with the same content
 #   -p            works (and prints only to stderr)
+#   -c            the clusters copied in are compressed, the view the same
 # The new backing file must be inside the image's folder unless
 # --allow-external; qemu-img's messages and exit statuses for a missing
 # -F, -b or file; a safe rebase failed at any write or killed midway keeps
@@ -73,6 +74,20 @@ for o in compat=1.1 compat=0.10,cluster_size=4k cluster_size=512 extended_l2=on,
     qcompare s.qcow2 before.raw
     clean s.qcow2 "$o back onto b1"
 done
+
+# -c: the clusters copied in are compressed
+qemu-img create -q -f qcow2 -b b1.qcow2 -F qcow2 t.qcow2
+qemu-io -c 'write -P 9 1M 64k' t.qcow2 >/dev/null
+qemu-img convert -O raw t.qcow2 before.raw
+cp t.qcow2 s.qcow2
+ok "$DISKIMG" rebase -c -b "" s.qcow2
+clean s.qcow2 "-c"
+qcompare s.qcow2 before.raw
+qemu-img check s.qcow2 | grep -Eq ' [1-9][0-9.]*% compressed' || fail "-c: nothing compressed"
+cp t.qcow2 s.qcow2
+ok "$DISKIMG" rebase -c -b b2.qcow2 -F qcow2 s.qcow2
+clean s.qcow2 "-c onto b2"
+qcompare s.qcow2 before.raw
 
 # interrupted safe rebases keep the old backing file and the content
 qemu-img create -q -f qcow2 -o cluster_size=4k -b b1.qcow2 -F qcow2 t.qcow2

@@ -16,7 +16,7 @@
 #include "util/diag.h"
 
 static const char help_text[] =
-    "Usage: diskimg rebase [-f FMT] [-u] [-p] [-q] [-t CACHE] [-T CACHE] -b BACKING\n"
+    "Usage: diskimg rebase [-f FMT] [-u] [-c] [-p] [-q] [-t CACHE] [-T CACHE] -b BACKING\n"
     "                      [-F BACKING_FMT] IMG\n"
     "Make BACKING the backing file of IMG (qcow2).  Safe mode (the default): every\n"
     "range IMG does not allocate where its old backing chain and BACKING differ is\n"
@@ -28,6 +28,8 @@ static const char help_text[] =
     "  -F FMT              its format (raw, qcow2, vmdk); required with a backing file\n"
     "  -f FMT              IMG's format (default: probe)\n"
     "  -u                  unsafe: change the header only (BACKING need not exist)\n"
+    "  -c                  write the copied clusters compressed (where that shrinks\n"
+    "                      them; as qemu-img 8.2's rebase -c)\n"
     "  -p                  show progress\n"
     "  -q                  quiet\n"
     "  -t CACHE, -T CACHE  accepted for compatibility\n"
@@ -93,7 +95,7 @@ static int set_header(const char *filename, const struct bd_open_opts *base, con
 }
 
 static int safe_copy(const char *filename, const struct bd_open_opts *base, const char *name,
-                     const char *fmt, enum progress_mode pmode, struct diag *d)
+                     const char *fmt, enum progress_mode pmode, bool compress, struct diag *d)
 {
     struct bd_open_opts oo = *base;
     struct bd *img = NULL, *nb = NULL, *out = NULL;
@@ -119,12 +121,12 @@ static int safe_copy(const char *filename, const struct bd_open_opts *base, cons
     if ((r = bfile_open(&f, filename, BFILE_O_RDWR, d)) < 0)
         goto out;
     struct bd_create_opts co = { .size = img->size, .durable = true, .existing = true,
-                                 .allow_external = oo.allow_external };
+                                 .compress = compress, .allow_external = oo.allow_external };
     if ((r = img->drv->create(&out, f, &co, d)) < 0)
         goto out;
     f = NULL;
     progress_init(&prog, pmode, stderr);
-    struct rebase_opts ro = { .img = img, .new_backing = nb, .out = out,
+    struct rebase_opts ro = { .img = img, .new_backing = nb, .out = out, .compress = compress,
                               .progress = progress_update, .progress_opaque = &prog };
     r = rebase_copy(&ro, d, &written);
     if (r == 0)
@@ -146,7 +148,7 @@ int cmd_rebase(int argc, char **argv)
 {
     struct bd_open_opts oo = { 0 };
     const char *backing = NULL, *fmt = NULL;
-    bool unsafe = false, quiet = false, progress = false;
+    bool unsafe = false, quiet = false, progress = false, compress = false;
     struct diag d;
     int c, r;
 
@@ -154,13 +156,14 @@ int cmd_rebase(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
             return cli_help(help_text);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "b:F:f:upqt:T:U", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:F:f:upcqt:T:U", long_opts, NULL)) != -1) {
         switch (c) {
         case 'b': backing = optarg; break;
         case 'F': fmt = optarg; break;
         case 'f': oo.format = optarg; break;
         case 'u': unsafe = true; break;
         case 'p': progress = true; break;
+        case 'c': compress = true; break;
         case 'q': quiet = true; break;
         case 't': case 'T': case 'U': break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
@@ -186,7 +189,7 @@ int cmd_rebase(int argc, char **argv)
     diag_init(&d);
     if (!unsafe) {
         r = safe_copy(filename, &oo, backing, fmt,
-                      progress && !quiet ? PROGRESS_BAR : PROGRESS_NONE, &d);
+                      progress && !quiet ? PROGRESS_BAR : PROGRESS_NONE, compress, &d);
         if (r == 1)
             return 1;
         if (r < 0) {

@@ -89,6 +89,21 @@ ok "$DISKIMG" rebase -c -b b2.qcow2 -F qcow2 s.qcow2
 clean s.qcow2 "-c onto b2"
 qcompare s.qcow2 before.raw
 
+# internal snapshots: a warning (they read the backing file too), the
+# current content kept; an external data file: refused, unchanged
+qemu-img create -q -f qcow2 -b b1.qcow2 -F qcow2 sn.qcow2
+qemu-io -c 'write -P 4 0 64k' sn.qcow2 >/dev/null
+qemu-img snapshot -c s sn.qcow2
+qemu-img convert -O raw sn.qcow2 before.raw
+"$DISKIMG" rebase -b b2.qcow2 -F qcow2 sn.qcow2 2> err || { cat err; fail "rebase with snapshots"; }
+grep -q "warning: sn.qcow2 has internal snapshots" err || fail "no warning about snapshots"
+clean sn.qcow2 "with snapshots"
+qcompare sn.qcow2 before.raw
+qemu-img create -q -f qcow2 -o data_file=df.raw -b b1.qcow2 -F qcow2 df.qcow2
+sum=$(sha1sum < df.qcow2)
+expect_error "external data file" "$DISKIMG" rebase -b "" df.qcow2
+[ "$(sha1sum < df.qcow2)" = "$sum" ] || fail "data file image changed"
+
 # interrupted safe rebases keep the old backing file and the content
 qemu-img create -q -f qcow2 -o cluster_size=4k -b b1.qcow2 -F qcow2 t.qcow2
 qemu-io -c 'write -P 9 1M 64k' t.qcow2 >/dev/null

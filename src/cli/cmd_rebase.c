@@ -14,6 +14,7 @@
 #include "progress.h"
 #include "rebase.h"
 #include "util/diag.h"
+#include "util/jval.h"
 
 static const char help_text[] =
     "Usage: diskimg rebase [-f FMT] [-u] [-c] [-p] [-q] [-t CACHE] [-T CACHE] -b BACKING\n"
@@ -106,6 +107,14 @@ static int safe_copy(const char *filename, const struct bd_open_opts *base, cons
 
     if ((r = bd_open(&img, filename, &oo, d)) < 0)
         return r;
+    struct jval *info = jv_object();
+    const struct jval *sn;
+    if (info && img->drv->info && img->drv->info(img, info) == 0 &&
+        (sn = jv_get(info, "snapshots")) && sn->n)
+        cli_warn("%s has internal snapshots: they read what they do not hold from the "
+                 "backing file too, and only the current content is kept as it was",
+                 filename);
+    jv_free(info);
     if (*name && (r = bd_open_ref(img, name, fmt, &nb)) < 0) {
         cli_report(d);
         cli_error("Could not open new backing file '%s'", name);

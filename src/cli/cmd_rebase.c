@@ -87,8 +87,8 @@ static int set_header(const char *filename, const struct bd_open_opts *base, con
     if ((r = bd_open(&bd, filename, &oo, d)) < 0)
         return r;
     if (!bd->drv->set_backing)
-        r = diag_fail(d, -ENOTSUP, filename, -1, "this image format (%s) has no backing "
-                      "file", bd->drv->name);
+        r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
+                      "'%s': Operation not supported (%s images)", name, bd->drv->name);
     else if ((!unsafe || !*name || (r = check_ref(bd, name, d)) == 0))
         r = bd->drv->set_backing(bd, *name ? name : NULL, *name ? fmt : NULL);
     bd_close(bd);
@@ -115,16 +115,16 @@ static int safe_copy(const char *filename, const struct bd_open_opts *base, cons
                  "backing file too, and only the current content is kept as it was",
                  filename);
     jv_free(info);
+    if (!img->drv->create || !(img->drv->caps & BD_CAP_INPLACE) || !img->drv->set_backing) {
+        r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
+                      "'%s': Operation not supported (%s images)", name, img->drv->name);
+        goto out;
+    }
     if (*name && (r = bd_open_ref(img, name, fmt, &nb)) < 0) {
         cli_report(d);
         cli_error("Could not open new backing file '%s'", name);
         diag_clear(d);
         r = 1;
-        goto out;
-    }
-    if (!img->drv->create || !(img->drv->caps & BD_CAP_INPLACE)) {
-        r = diag_fail(d, -ENOTSUP, filename, -1, "rebase of %s images is not supported",
-                      img->drv->name);
         goto out;
     }
     if ((r = bfile_open(&f, filename, BFILE_O_RDWR, d)) < 0)

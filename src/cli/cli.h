@@ -38,6 +38,9 @@ int cli_output_format(const char *cmd, const char *s);
 /* Print `text` (a command's help) to stdout; returns 0. */
 int cli_help(const char *text);
 
+/* "Snapshot list:" and the table, from info()'s "snapshots" array. */
+void cli_print_snapshots(const struct jval *snaps);
+
 extern const char *const cli_version_text;
 
 #endif

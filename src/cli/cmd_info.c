@@ -130,34 +130,6 @@ static uint64_t juint(const struct jval *v)
     return v->type == J_UINT ? v->v.u : v->type == J_INT ? (uint64_t)v->v.i : 0;
 }
 
-static void print_snapshots(const struct jval *snaps)
-{
-    printf("Snapshot list:\n");
-    printf("%-9s %-17s %7s%20s %12s %10s\n", "ID", "TAG", "VM SIZE", "DATE", "VM CLOCK",
-           "ICOUNT");
-    for (size_t i = 0; i < snaps->n; i++) {
-        const struct jval *s = snaps->items[i];
-        const struct jval *id = jv_get(s, "id"), *name = jv_get(s, "name");
-        char vms[32], date[32], clock[80];
-        size_human(juint(jv_get(s, "vm-state-size")), vms, sizeof(vms));
-        time_t t = (time_t)juint(jv_get(s, "date-sec"));
-        struct tm tm;
-        localtime_r(&t, &tm);
-        strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
-        uint64_t secs = juint(jv_get(s, "vm-clock-sec"));
-        uint64_t ms = juint(jv_get(s, "vm-clock-nsec")) / 1000000;
-        snprintf(clock, sizeof(clock), "%02llu:%02llu:%02llu.%03llu",
-                 (unsigned long long)(secs / 3600), (unsigned long long)(secs / 60 % 60),
-                 (unsigned long long)(secs % 60), (unsigned long long)ms);
-        const struct jval *ic = jv_get(s, "icount");
-        char icount[32] = "--";
-        if (ic)
-            snprintf(icount, sizeof(icount), "%llu", (unsigned long long)juint(ic));
-        printf("%-9s %-17s %7s%20s %12s %10s\n", id && id->type == J_STRING ? id->v.s : "",
-               name && name->type == J_STRING ? name->v.s : "", vms, date, clock, icount);
-    }
-}
-
 static void print_human(const struct jval *o)
 {
     char h[32];
@@ -183,7 +155,7 @@ static void print_human(const struct jval *o)
     if ((v = jv_get(o, "dirty-flag")) && v->type == J_BOOL && v->v.b)
         printf("cleanly shut down: no\n");
     if ((v = jv_get(o, "snapshots")) && v->n)
-        print_snapshots(v);
+        cli_print_snapshots(v);
     if ((v = jv_get(o, "format-specific"))) {
         const struct jval *data = jv_get(v, "data");
         if (data && data->n) {

@@ -13,5 +13,7 @@ int cmd_map(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_rebase(int argc, char **argv);
 
 #endif

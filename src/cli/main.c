@@ -22,6 +22,8 @@ static const struct command commands[] = {
     { "compare", cmd_compare },
     { "measure", cmd_measure },
     { "resize", cmd_resize },
+    { "snapshot", cmd_snapshot },
+    { "rebase", cmd_rebase },
 };
 
 static const char usage_text[] =

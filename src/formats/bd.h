@@ -126,6 +126,8 @@ struct bd_measure {
 
 struct bd;
 
+enum bd_snapshot_op { BD_SNAPSHOT_CREATE, BD_SNAPSHOT_APPLY, BD_SNAPSHOT_DELETE };
+
 /* What a driver's output side can do (bd_driver.caps), so that no command
  * decides by a driver's name.  STREAM_OUT, STREAM_TWO_PASS, UNKNOWN_SIZE,
  * INPLACE and BACKING describe a format (the registered drivers);
@@ -250,6 +252,18 @@ struct bd_driver {
      * after each complete conversion pass: 1 = run the conversion again over
      * the same sources, 0 = done (then finish()), or a negative errno. */
     int (*next_pass)(struct bd *bd);
+
+    /* Optional: internal snapshots (qemu-img snapshot -c/-a/-d) of an image
+     * opened for writing, in place and crash-safe.  `name` is the new
+     * snapshot's name (create) or an ID or name (apply, delete: the ID is
+     * tried first).  Afterwards the image may only be closed.  The list is
+     * the info() object's "snapshots". */
+    int (*snapshot)(struct bd *bd, enum bd_snapshot_op op, const char *name);
+
+    /* Optional: name another backing file (NULL or "": none) and format
+     * (NULL: none recorded) in an image opened for writing; the header
+     * only, in one write, synced (rebase -u; safe rebase copies first). */
+    int (*set_backing)(struct bd *bd, const char *name, const char *fmt);
 };
 
 struct bd {

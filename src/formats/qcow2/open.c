@@ -179,6 +179,8 @@ const struct bd_driver bd_qcow2 = {
     .info = qcow2_info,
     .check = qcow2_check,
     .resize = qcow2_resize,
+    .snapshot = qcow2_snapshot_op,
+    .set_backing = qcow2_set_backing,
     /* writing: a new image is a bd_qcow2_out (write.c) */
     .create_options_help = qcow2w_options_help,
     .describe_create = qcow2w_describe_create,

@@ -201,6 +201,10 @@ int qcow2_refuse_unclean(struct qcow2 *q);
 
 /* snapshot.c */
 int qcow2_read_snapshots(struct qcow2 *q);
+/* The snapshot whose ID, else whose name, is `s` (qemu's order), or -1. */
+int qcow2_find_snapshot(const struct qcow2 *q, const char *s);
+/* snapshot_write.c: bd_driver.snapshot (create, apply, delete) */
+int qcow2_snapshot_op(struct bd *bd, enum bd_snapshot_op op, const char *name);
 /* Select the snapshot named by `spec` (NAME, snapshot.name=, snapshot.id=). */
 int qcow2_select_snapshot(struct qcow2 *q, const char *spec);
 
@@ -232,6 +236,9 @@ int qcow2_read_bitmaps(struct qcow2 *q);
 
 /* info.c */
 int qcow2_info(struct bd *bd, struct jval *obj);
+
+/* backing_write.c: bd_driver.set_backing */
+int qcow2_set_backing(struct bd *bd, const char *name, const char *fmt);
 
 /* check.c */
 int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);

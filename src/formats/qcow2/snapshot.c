@@ -194,6 +194,15 @@ static int find_snapshot(struct qcow2 *q, const char *id, const char *name)
     return -1;
 }
 
+int qcow2_find_snapshot(const struct qcow2 *q, const char *s)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < q->nsnaps; i++)
+            if (strcmp(pass ? q->snaps[i].name : q->snaps[i].id, s) == 0)
+                return (int)i;
+    return -1;
+}
+
 /* "snapshot.id=1,snapshot.name=x" -> id, name (malloc'd); 1 if the spec is
  * of that form, 0 if it is a plain NAME, <0 on a malformed list. */
 static int parse_spec(const char *spec, char **id, char **name)

@@ -1,0 +1,214 @@
+/* diskimg rebase: give an image another backing file (qemu-img rebase's
+ * options, messages and exit status).  Safe mode first writes into the
+ * image what the old chain and the new backing file show differently
+ * (rebase_copy), then changes the header; -u changes the header only. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "formats/bd.h"
+#include "io/bfile.h"
+#include "progress.h"
+#include "rebase.h"
+#include "util/diag.h"
+#include "util/jval.h"
+
+static const char help_text[] =
+    "Usage: diskimg rebase [-f FMT] [-u] [-c] [-p] [-q] [-t CACHE] [-T CACHE] -b BACKING\n"
+    "                      [-F BACKING_FMT] IMG\n"
+    "Make BACKING the backing file of IMG (qcow2).  Safe mode (the default): every\n"
+    "range IMG does not allocate where its old backing chain and BACKING differ is\n"
+    "first written into IMG, so that its content stays the same; then the header\n"
+    "names BACKING.  -b \"\" makes IMG standalone (everything it reads from its\n"
+    "backing chain is copied in).\n"
+    "\n"
+    "  -b BACKING          the new backing file (relative to IMG's folder), or \"\"\n"
+    "  -F FMT              its format (raw, qcow2, vmdk); required with a backing file\n"
+    "  -f FMT              IMG's format (default: probe)\n"
+    "  -u                  unsafe: change the header only (BACKING need not exist)\n"
+    "  -c                  write the copied clusters compressed (where that shrinks\n"
+    "                      them; as qemu-img 8.2's rebase -c)\n"
+    "  -p                  show progress\n"
+    "  -q                  quiet\n"
+    "  -t CACHE, -T CACHE  accepted for compatibility\n"
+    "  -U                  accepted for compatibility\n"
+    "  --allow-external    BACKING and the old chain may be outside IMG's folder\n"
+    "\n"
+    "The new backing file obeys the reference rule: inside IMG's folder unless\n"
+    "--allow-external.  The header is changed in one write; a safe rebase that\n"
+    "stops midway leaves IMG with its old backing file and its content unchanged.\n"
+    "\n"
+    "Exit status: 0 success, 1 error.\n";
+
+enum { OPT_ALLOW_EXTERNAL = 256, OPT_HELP };
+
+static const struct option long_opts[] = {
+    { "help", no_argument, NULL, OPT_HELP },
+    { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    { NULL, 0, NULL, 0 },
+};
+
+/* -u: the new name must obey the reference rule even if it does not exist
+ * (then as text: no absolute name, no "..") */
+static int check_ref(struct bd *img, const char *name, struct diag *d)
+{
+    struct bfile *f = NULL;
+
+    if (img->opts.allow_external)
+        return 0;
+    int r = bd_open_ref_file(img, name, false, &f);
+    if (r == 0) {
+        bfile_close(f);
+        return 0;
+    }
+    if (r != -ENOENT)
+        return r;
+    diag_clear(d);
+    bool up = name[0] == '/' || !strcmp(name, "..") || !strncmp(name, "../", 3) ||
+              strstr(name, "/../") || (strlen(name) >= 3 && !strcmp(name + strlen(name) - 3, "/.."));
+    if (up)
+        return diag_fail(d, -EPERM, img->filename, -1, "refers to '%s', outside its folder "
+                         "(pass --allow-external to allow it)", name);
+    return 0;
+}
+
+static int set_header(const char *filename, const struct bd_open_opts *base, const char *name,
+                      const char *fmt, bool unsafe, struct diag *d)
+{
+    struct bd_open_opts oo = *base;
+    struct bd *bd = NULL;
+    int r;
+
+    oo.writable = true;
+    oo.no_backing = true;
+    if ((r = bd_open(&bd, filename, &oo, d)) < 0)
+        return r;
+    if (!bd->drv->set_backing)
+        r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
+                      "'%s': Operation not supported (%s images)", name, bd->drv->name);
+    else if ((!unsafe || !*name || (r = check_ref(bd, name, d)) == 0))
+        r = bd->drv->set_backing(bd, *name ? name : NULL, *name ? fmt : NULL);
+    bd_close(bd);
+    return r;
+}
+
+static int safe_copy(const char *filename, const struct bd_open_opts *base, const char *name,
+                     const char *fmt, enum progress_mode pmode, bool compress, struct diag *d)
+{
+    struct bd_open_opts oo = *base;
+    struct bd *img = NULL, *nb = NULL, *out = NULL;
+    struct bfile *f = NULL;
+    struct progress prog;
+    uint64_t written;
+    int r;
+
+    if ((r = bd_open(&img, filename, &oo, d)) < 0)
+        return r;
+    struct jval *info = jv_object();
+    const struct jval *sn;
+    if (info && img->drv->info && img->drv->info(img, info) == 0 &&
+        (sn = jv_get(info, "snapshots")) && sn->n)
+        cli_warn("%s has internal snapshots: they read what they do not hold from the "
+                 "backing file too, and only the current content is kept as it was",
+                 filename);
+    jv_free(info);
+    if (!img->drv->create || !(img->drv->caps & BD_CAP_INPLACE) || !img->drv->set_backing) {
+        r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
+                      "'%s': Operation not supported (%s images)", name, img->drv->name);
+        goto out;
+    }
+    if (*name && (r = bd_open_ref(img, name, fmt, &nb)) < 0) {
+        cli_report(d);
+        cli_error("Could not open new backing file '%s'", name);
+        diag_clear(d);
+        r = 1;
+        goto out;
+    }
+    if ((r = bfile_open(&f, filename, BFILE_O_RDWR, d)) < 0)
+        goto out;
+    struct bd_create_opts co = { .size = img->size, .durable = true, .existing = true,
+                                 .compress = compress, .allow_external = oo.allow_external };
+    if ((r = img->drv->create(&out, f, &co, d)) < 0)
+        goto out;
+    f = NULL;
+    progress_init(&prog, pmode, stderr);
+    struct rebase_opts ro = { .img = img, .new_backing = nb, .out = out, .compress = compress,
+                              .progress = progress_update, .progress_opaque = &prog };
+    r = rebase_copy(&ro, d, &written);
+    if (r == 0)
+        r = out->drv->finish(out);
+    else
+        out->drv->abort(out);
+    progress_finish(&prog, r == 0);
+out:
+    if (out)
+        out->drv->close(out);
+    if (f)
+        bfile_close(f);
+    bd_close(nb);
+    bd_close(img);
+    return r;
+}
+
+int cmd_rebase(int argc, char **argv)
+{
+    struct bd_open_opts oo = { 0 };
+    const char *backing = NULL, *fmt = NULL;
+    bool unsafe = false, quiet = false, progress = false, compress = false;
+    struct diag d;
+    int c, r;
+
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return cli_help(help_text);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "b:F:f:upcqt:T:U", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'b': backing = optarg; break;
+        case 'F': fmt = optarg; break;
+        case 'f': oo.format = optarg; break;
+        case 'u': unsafe = true; break;
+        case 'p': progress = true; break;
+        case 'c': compress = true; break;
+        case 'q': quiet = true; break;
+        case 't': case 'T': case 'U': break;
+        case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
+        default:
+            return cli_usage_error("rebase", "invalid option");
+        }
+    }
+    if (optind != argc - 1)
+        return cli_usage_error("rebase", "Expecting one image file name");
+    if (!backing)
+        return cli_usage_error("rebase", "Must specify backing file (-b) or use unsafe mode "
+                               "(-u)");
+    const char *filename = argv[optind];
+    if (*backing && !fmt) {
+        cli_error("Could not change the backing file to '%s': backing format must be "
+                  "specified", backing);
+        return 1;
+    }
+    if (fmt && !bd_find_driver(fmt)) {
+        cli_error("Unknown file format '%s'", fmt);
+        return 1;
+    }
+    diag_init(&d);
+    if (!unsafe) {
+        r = safe_copy(filename, &oo, backing, fmt,
+                      progress && !quiet ? PROGRESS_BAR : PROGRESS_NONE, compress, &d);
+        if (r == 1)
+            return 1;
+        if (r < 0) {
+            cli_report(&d);
+            return 1;
+        }
+    }
+    if ((r = set_header(filename, &oo, backing, fmt, unsafe, &d)) < 0) {
+        cli_report(&d);
+        return 1;
+    }
+    return 0;
+}

@@ -833,10 +833,16 @@ static int rebuild(struct chk *c, unsigned fix)
          * be fixed count */
         struct bd_check_result saved = *res;
         memset(res, 0, sizeof(*res));
-        compare_refcounts(c, BD_CHECK_FIX_LEAKS, &highest);
+        /* with -r all also raise what is too low: the new structure can grow
+         * the file over a reference that lay past its end (not counted by
+         * the first count, counted now); left alone, the next check would
+         * find it and a second repair would change the image again */
+        compare_refcounts(c, fix & (BD_CHECK_FIX_LEAKS | BD_CHECK_FIX_ERRORS), &highest);
         if (c->rebuild)
             WARN(c, "ERROR rebuilt refcount structure is still broken");
         fresh = res->leaks;
+        saved.corruptions += res->corruptions;
+        saved.corruptions_fixed += res->corruptions_fixed;
         *res = saved;
     }
     if (res->corruptions < old.corruptions)

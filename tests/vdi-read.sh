@@ -3,7 +3,7 @@
 # qemu-io wrote read identically (convert, map --output=json and human,
 # compare, info's size and cluster-size, check's exit status and text);
 # images laid out from VirtualBox's header (tests/tools/vdimake.py): 1.0
-# and old version 0 headers, 4 KiB and 4 MiB blocks, blocks out of order, 0xfffffffe zero
+# and old version 0 headers, 4 KiB and 4 MiB blocks, block extra data, blocks out of order, 0xfffffffe zero
 # blocks, differencing images whose parent is found by its UUID beside
 # them (and refused, naming the UUID, when it is not there).
 . "$(dirname "$0")/lib.sh"
@@ -61,6 +61,16 @@ for v in 1.1 1.0 0; do
         cmp "$T/got.raw" "$T/v.raw" || fail "version $v block $bs: content"
         "$DISKIMG" check "$T/v.vdi" > /dev/null || fail "check $v $bs"
     done
+done
+# block extra data (cbBlockExtra: VirtualBox writes none, the header allows
+# up to 1 MiB) sits before each block and is never guest data: the filler
+# vdimake puts there (0xee) must not appear in the output
+for extra in 512 $((64 << 10)); do
+    $MK "$T/x.vdi" --size $((2 * M)) --block 4096 --extra $extra --reverse \
+        $(for w in $W; do [ ${w%%:*} -lt $((2 * M)) ] && echo --write $w; done) || fail vdimake
+    expect "$T/x.raw" $((2 * M)) 0:4096:0x21
+    ok "$DISKIMG" convert -O raw "$T/x.vdi" "$T/got.raw"
+    cmp "$T/got.raw" "$T/x.raw" || fail "block extra $extra: content"
 done
 # zero blocks and a differencing image over a parent beside it
 P="0:$((2 * M)):0x31 $((5 * M)):$M:0x32"

@@ -252,6 +252,12 @@ $mkvhd "$h/diff-macx.vhd" --type diff --size 16384 --block 4096 --parent "$tmp/p
 $mkvhd "$h/diff-name.vhd" --type diff --size 16384 --block 4096 --parent "$tmp/parent.vhd" \
     --parent-name parent.vhd --write 8192:512:0x14
 $mkvhd "$h/fixed-win.vhd" --type fixed --size 8192 --write 1024:1024:0x15
+# the block-size bounds (512 B is dyn-512 above; 256 MiB, unallocated, and
+# 1 KiB) and the largest disk a VHD holds (0xff000000 sectors, 8160 BAT
+# entries of 256 MiB), so that each bound is a seed, not a mutation away
+$mkvhd "$h/dyn-256m.vhd" --type dynamic --size $((512 << 20)) --block $((256 << 20))
+$mkvhd "$h/dyn-max-size.vhd" --type dynamic --size $((0xff000000 * 512)) --block $((256 << 20))
+$mkvhd "$h/dyn-1k.vhd" --type dynamic --size 4096 --block 1024 --write 1024:1536:0x16
 
 # ---- vdi ----------------------------------------------------------------
 w=$out/fuzz_vdi
@@ -268,6 +274,15 @@ $mkvdi "$tmp/vparent.vdi" --size 16384 --block 4096 --write 0:8192:0x24
 $mkvdi "$w/diff.vdi" --size 16384 --type 4 --block 4096 --parent "$tmp/vparent.vdi" \
     --write 8192:512:0x25 --zero 1
 $mkvdi "$w/odd.vdi" --size 10000 --block 8192 --write 8192:1024:0x26
+# the bounds: 512-byte and 256 MiB blocks (unallocated), block extra data
+# (VirtualBox writes none; 512 B and 256 KiB: the 1 MiB limit would not fit
+# the fuzzers' 512 KiB inputs), a 64 GiB disk of
+# 1 MiB blocks (a 256 KiB map)
+$mkvdi "$w/b512.vdi" --size 4096 --block 512 --write 512:1024:0x27 --zero 7
+$mkvdi "$w/b256m.vdi" --size $((1 << 30)) --block $((256 << 20))
+$mkvdi "$w/extra512.vdi" --size 16384 --block 4096 --extra 512 --write 4096:4096:0x28
+$mkvdi "$w/extra-max.vdi" --size 8192 --block 4096 --extra $((256 << 10)) --write 0:512:0x29
+$mkvdi "$w/big-map.vdi" --size $((64 << 30)) --block $((1 << 20)) --zero 65535
 
 # ---- options and sizes ---------------------------------------------------
 o=$out/fuzz_options

@@ -5,7 +5,9 @@ entries, differencing images, blocks out of order).
 
   vdimake.py OUT --size BYTES [--version 1.0|1.1|0] [--type 1|2|4]
       [--block N] [--parent FILE] [--write OFF:LEN:B]... [--zero BLOCK]...
-      [--reverse]
+      [--reverse] [--extra N]
+--extra N puts N bytes of block extra data before each block (VDICore.h's
+cbBlockExtra; VirtualBox writes 0, the reader must honour any value).
 --write fills [OFF, OFF+LEN) with byte B (its blocks allocated, the rest
 of them zeros); --zero marks a block 0xfffffffe (reads as zeros, even
 over a parent); blocks not written or zeroed are 0xffffffff.
@@ -22,7 +24,10 @@ ap.add_argument('--parent')
 ap.add_argument('--write', action='append', default=[])
 ap.add_argument('--zero', action='append', type=int, default=[])
 ap.add_argument('--reverse', action='store_true')
+ap.add_argument('--extra', type=int, default=0)
 a = ap.parse_args()
+if a.version == '0' and a.extra:
+    ap.error('version 0 headers have no block extra field')
 bs = a.block
 n = (a.size + bs - 1) // bs
 blocks = {}
@@ -61,7 +66,7 @@ if a.version != '0':
     struct.pack_into('<III', h, 72, 400, a.type, 0)
     struct.pack_into('<II', h, 340, off_blocks, off_data)
     struct.pack_into('<IIII', h, 348, 0, 0, 0, 512)
-    struct.pack_into('<QIIII', h, 368, a.size, bs, 0, n, len(blocks))
+    struct.pack_into('<QIIII', h, 368, a.size, bs, a.extra, n, len(blocks))
     h[392:408] = uuid.uuid4().bytes; h[408:424] = uuid.uuid4().bytes; h[424:440] = link
 else:
     off_blocks = 72 + 348
@@ -75,6 +80,7 @@ with open(a.out, 'wb') as f:
     f.seek(off_blocks)
     f.write(b''.join(struct.pack('<I', x) for x in m))
     for k, i in enumerate(order):
-        f.seek(off_data + k * bs)
+        f.seek(off_data + k * (a.extra + bs))
+        f.write(b'\xee' * a.extra)
         f.write(blocks[i])
-    f.truncate(off_data + len(order) * bs)
+    f.truncate(off_data + len(order) * (a.extra + bs))

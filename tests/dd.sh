@@ -1,6 +1,6 @@
 #!/bin/bash
 # dd against qemu-img dd on the same inputs: qcow2 (with a backing file),
-# vmdk, raw and vpc sources, raw and qcow2 outputs (vmdk, vpc, vdi for a
+# vmdk, raw and vpc sources (also named by --image-opts strings), raw and qcow2 outputs (vmdk, vpc, vdi for a
 # few), bs/count/skip combinations (odd block sizes, count and skip past the
 # end, sizes with suffixes and fractions): the same exit status and
 # messages, the same virtual size, qemu-img compare of the two outputs
@@ -119,6 +119,17 @@ for args in "-x" "--nope" "-f" "-O"; do
     [ $rc = 1 ] || fail "dd $args: exit $rc"
     head -n 1 "$T/d.err" | sed 's/^diskimg: //' | diff "$T/q.msg" - || fail "dd $args: message"
 done
+# --image-opts: INPUT as an option string naming a file
+for spec in driver=qcow2,file.filename=top.qcow2 file.filename=src.vmdk \
+            driver=raw,file.filename=top.qcow2 driver=file,filename=src.raw \
+            driver=qcow2,file.driver=file,file.filename=top.qcow2,force-share=on \
+            driver=vpc,file.filename=src.vhd,driver=raw "file.filename=top.qcow2," \
+            top.qcow2 file=top.qcow2 driver=qcow2 "" driver=file driver=nope,file.filename=top.qcow2 \
+            driver=qcow2,file.filename=top.qcow2,foo=1 "driver=qcow2,,x,file.filename=top.qcow2"; do
+    run_both raw --image-opts "if=$spec" bs=64k count=20 skip=1
+done
+run_both raw --image-opts -f qcow2 if=driver=qcow2,file.filename=top.qcow2
+
 # a hex number with a suffix: qemu-img 7.2's deprecation warning, and it works
 run_both raw if=$s count=0x1k
 grep -q "warning: Using a multiplier suffix on hex numbers is deprecated: 0x1k" "$T/d.err" ||

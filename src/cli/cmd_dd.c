@@ -17,6 +17,7 @@
 #include "dd.h"
 #include "formats/bd.h"
 #include "formats/bd_window.h"
+#include "image_opts.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "outfile.h"
@@ -25,8 +26,8 @@
 #include "util/size.h"
 
 static const char help_text[] =
-    "Usage: diskimg dd [-f FMT] [-O OUTPUT_FMT] [-U] [bs=BLOCK_SIZE] [count=BLOCKS]\n"
-    "                  [skip=BLOCKS] if=INPUT of=OUTPUT\n"
+    "Usage: diskimg dd [--image-opts] [-U] [-f FMT] [-O OUTPUT_FMT] [bs=BLOCK_SIZE]\n"
+    "                  [count=BLOCKS] [skip=BLOCKS] if=INPUT of=OUTPUT\n"
     "Copy the guest content of INPUT, from block `skip` up to block `count`\n"
     "(both counted from INPUT's start, in blocks of bs bytes), into a new image\n"
     "OUTPUT, as qemu-img dd does.  The output's size is what was copied,\n"
@@ -39,6 +40,9 @@ static const char help_text[] =
     "  -O, --output-format FMT  OUTPUT's format (raw, qcow2, vmdk, vpc, vdi);\n"
     "                     default raw\n"
     "  -U, --force-share  accepted for compatibility (diskimg takes no locks)\n"
+    "  --image-opts       INPUT is an option string naming a file:\n"
+    "                     driver=FMT,file.filename=PATH (or driver=file,filename=PATH\n"
+    "                     for its bytes as raw)\n"
     "  bs=BLOCK_SIZE      block size, 1 to 2147483647 bytes (default 512)\n"
     "  count=BLOCKS       copy up to block BLOCKS (default: the whole input)\n"
     "  skip=BLOCKS        start at block BLOCKS\n"
@@ -49,18 +53,20 @@ static const char help_text[] =
     "fraction with a suffix (1.5k); 0x... is hexadecimal.\n"
     "Exit status: 0 success (also after a skip past the end), 1 error.\n";
 
-enum { OPT_HELP = 256 };
+enum { OPT_HELP = 256, OPT_IMAGE_OPTS };
 
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { "format", required_argument, NULL, 'f' },
     { "output-format", required_argument, NULL, 'O' },
     { "force-share", no_argument, NULL, 'U' },
+    { "image-opts", no_argument, NULL, OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
 struct dd_args {
     const char *fmt, *out_fmt, *in, *out;
+    bool image_opts;            /* if= is an option string */
     struct dd_params p;
 };
 
@@ -141,6 +147,7 @@ static int parse_args(int argc, char **argv, struct dd_args *a)
         case 'f': a->fmt = optarg; break;
         case 'O': a->out_fmt = optarg; break;
         case 'U': break;
+        case OPT_IMAGE_OPTS: a->image_opts = true; break;
         case ':':
             return cli_usage_error(NULL, "missing argument for option '%s'", argv[optind - 1]);
         default:
@@ -192,7 +199,18 @@ int cmd_dd(int argc, char **argv)
     }
 
     struct bd_open_opts oo = { .format = a.fmt };
-    if ((r = bd_open(&in, as_file(a.in), &oo, &d)) < 0)
+    char *in_path = NULL;
+    if (a.image_opts) {
+        if (a.fmt) {
+            cli_error("--image-opts and --format are mutually exclusive");
+            return 1;
+        }
+        if (cli_image_opts(a.in, &in_path, &oo.format))
+            return 1;
+    }
+    r = bd_open(&in, in_path ? in_path : as_file(a.in), &oo, &d);
+    free(in_path);
+    if (r < 0)
         goto fail;
     const struct bd_driver *odrv = bd_find_driver(a.out_fmt);
     if (!odrv) {

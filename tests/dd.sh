@@ -71,11 +71,9 @@ run_both qcow2 if=src.vmdk bs=7 skip=142857 count=143000
 # more cases on one source
 s=top.qcow2
 for args in "bs=1000 count=1" "bs=4096 skip=244" "bs=1M skip=3 count=2" \
-            "bs=65537 count=20 skip=3" "bs=1.5k count=2k skip=1.5k" "count=0" "bs=64k skip=0" \
-            "count=6002 skip=6001" "bs=3000000 skip=1" "bs=2147483647" \
-            "bs=1M count=9223372036854775807" "bs=1M skip=4" "bs=1M skip=100 count=3" \
-            "skip=18014398509481984" "skip=9223372036854775807" "bs=1k count=0x10" \
-            "bs=0x1k count=1" "count=1.0" "bs=1M bs=4k count=3" "if=src.raw bs=1M" \
+            "bs=65537 count=20 skip=3" "bs=1.5k count=2k skip=1.5k" "count=0" \
+            "bs=3000000 skip=1" "bs=2147483647" "bs=1M skip=100 count=3" \
+            "skip=18014398509481984" "bs=0x1k count=1" "bs=1M bs=4k count=3" \
             "bs=512 count=6002.5k skip=6000"; do
     # shellcheck disable=SC2086
     run_both raw if=$s $args
@@ -87,7 +85,7 @@ for ofmt in vmdk vpc vdi; do
 done
 
 # bad operands and options: the same messages and status 1, no output
-for args in "bs=0" "bs=-1" "bs=2147483648" "bs=3G" "bs=1.1" "bs=512x" "bs= 512x" "bs=" \
+for args in "bs=0" "bs=-1" "bs=2147483648" "bs=1.1" "bs=512x" "bs= 512x" "bs=" \
             "count=-1" "count=abc" "count=8E" "count=16E" "count=1e3" "count=0.5" \
             "count=99999999999999999999" "count=99999999999999999999k" "skip=1k5" \
             "skip=0x1.5" "skip=1,5k" "foo=1" "foo" "=3" "if=$s bs" "iff=$s" "of" \

@@ -133,6 +133,20 @@ run_both raw if=$s count=0x1k
 grep -q "warning: Using a multiplier suffix on hex numbers is deprecated: 0x1k" "$T/d.err" ||
     fail "no hex suffix warning"
 
+# a pipe: refused as input (its size is not known first), nothing left;
+# as output, raw and qcow2 (written in two passes) as to a file
+cat "$T/src.raw" | expect_error "not a pipe" "$DISKIMG" dd if=/dev/stdin of="$T/p.raw"
+[ -e "$T/p.raw" ] && fail "an output was made for a pipe input"
+(cd "$T" && qemu-img dd -O raw if=top.qcow2 of=ref.raw bs=64k count=30 skip=2)
+"$DISKIMG" dd -O qcow2 if="$T/top.qcow2" of=/dev/stdout bs=64k count=30 skip=2 | cat > "$T/p.qcow2"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "qcow2 to a pipe failed"
+qcompare "$T/p.qcow2" "$T/ref.raw"
+"$DISKIMG" dd if="$T/top.qcow2" of=/dev/stdout bs=64k count=30 skip=2 | cmp - "$T/ref.raw" ||
+    fail "raw to a pipe differs"
+"$DISKIMG" dd -O vdi if="$T/top.qcow2" of=/dev/stdout 2>"$T/err" | cat >/dev/null
+[ "${PIPESTATUS[0]}" = 1 ] && grep -q "vdi output to a pipe is not supported" "$T/err" ||
+    fail "vdi to a pipe not refused"
+
 # the output is never the input
 cp "$T/src.raw" "$T/self.raw"
 expect_error "also an input" "$DISKIMG" dd if="$T/self.raw" of="$T/self.raw"

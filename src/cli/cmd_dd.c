@@ -212,6 +212,11 @@ int cmd_dd(int argc, char **argv)
     free(in_path);
     if (r < 0)
         goto fail;
+    /* as qemu-img: the input's size must be known before the copy */
+    if (in->file && in->file->kind == BFILE_STREAM) {
+        cli_error("%s: the input must be a file or a block device, not a pipe", a.in);
+        goto fail_quiet;
+    }
     const struct bd_driver *odrv = bd_find_driver(a.out_fmt);
     if (!odrv) {
         cli_error("Unknown file format");
@@ -234,6 +239,10 @@ int cmd_dd(int argc, char **argv)
     if ((r = outfile_open(&of, as_file(a.out), 0, &d)) < 0)
         goto fail;
     have_of = true;
+    if (of.f->kind == BFILE_STREAM && !(odrv->caps & BD_CAP_STREAM_OUT)) {
+        cli_error("%s output to a pipe is not supported", odrv->name);
+        goto fail_quiet;
+    }
     bfile_set_writebehind(of.f, 32u << 20);
     if (of.f->kind != BFILE_STREAM) {
         struct ioq_opts qo = { 0 };
@@ -267,6 +276,9 @@ int cmd_dd(int argc, char **argv)
         .offload = CONVERT_OFFLOAD_AUTO,
     };
     r = convert_run(&copts, &d, &st);
+    /* an output that plans in a first pass (qcow2 to a pipe) sees it all again */
+    while (r == 0 && out->drv->next_pass && (r = out->drv->next_pass(out)) > 0)
+        r = convert_run(&copts, &d, &st);
     if (r == 0)
         r = out->drv->finish(out);
     if (r == 0)

@@ -46,12 +46,16 @@ conv off "$T/x/off.raw" --copy-offload=off -f raw -O raw "$src"
 read -r s o c <<<"$(counts off)"
 [ "$s" = 0 ] && [ "$o" = 0 ] && [ "$c" -gt 0 ] || fail "off: $s $o $c"
 
-# -c: never offloaded; with required (-C) it fails, leaving nothing
+# -c: never offloaded; with required (-C) it is refused up front with
+# qemu-img's words (even for a source without data), leaving nothing
 conv compressed "$T/x/c.qcow2" -c -O qcow2 "$src"
 read -r s o c <<<"$(counts compressed)"
 [ "$s" = 0 ] && [ "$o" = 0 ] || fail "-c: $s $o"
-expect_error 'copy offload is required.*compressed' "$DISKIMG" convert -C -c -O qcow2 "$src" "$T/x/cc.qcow2"
+expect_error 'Cannot enable copy offloading when -c is used' "$DISKIMG" convert -C -c -O qcow2 "$src" "$T/x/cc.qcow2"
 [ ! -e "$T/x/cc.qcow2" ] || fail "-C -c left an output"
+truncate -s 4M "$T/x/empty0.raw"
+expect_error 'Cannot enable copy offloading when -c is used' "$DISKIMG" convert -C -c -O qcow2 "$T/x/empty0.raw" "$T/x/cc2.qcow2"
+[ ! -e "$T/x/cc2.qcow2" ] || fail "-C -c of an empty source left an output"
 expect_error 'copy offload is required' "$DISKIMG" convert --copy-offload=required -f raw "$src" "$T/e/req.raw"
 [ -z "$(ls -A "$T/e" | grep -v lost+found)" ] || { ls -la "$T/e" >&2; fail "required across file systems left a file"; }
 # a source of nothing but holes needs no offload: required succeeds

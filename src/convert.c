@@ -251,6 +251,8 @@ static void plan_offload(struct cv *cv, struct job *j)
         j->off < cv->cache_start || end > cv->cache_end ||
         (end == cv->total && end % cv->scan_granule))
         return;
+    if (!offload_usable_from(&cv->ofl, cv->cache_file->fd))
+        return;
     uint64_t h = cv->cache_host + (j->off - cv->cache_start);
     if (h > cv->cache_fsize || j->len > cv->cache_fsize - h ||
         (h - j->off) % cv->ofl.blksize)
@@ -1241,7 +1243,8 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     if (cv.offload) {
         st->shared = cv.ofl.shared;
         st->offloaded = cv.ofl.offloaded;
-        st->offload_refused = offload_usable(&cv.ofl) ? 0 : cv.ofl.refused;
+        /* stopped for every source, or (EXDEV) for some of them */
+        st->offload_refused = cv.ofl.refused;
     }
     if (!r && o->offload == CONVERT_OFFLOAD_REQUIRED && st->written &&
         !st->shared && !st->offloaded) {

@@ -413,6 +413,11 @@ int cmd_convert(int argc, char **argv)
         cli_error("%s output cannot be compressed (-c)", a.out_fmt);
         goto fail_args;
     }
+    if (a.compress && a.offload == CONVERT_OFFLOAD_REQUIRED) {
+        /* qemu-img's words; refused before anything is read or written */
+        cli_error("Cannot enable copy offloading when -c is used");
+        goto fail_args;
+    }
 
     /* sources */
     struct bd_open_opts oo = {

@@ -24,6 +24,7 @@ static const struct command commands[] = {
     { "resize", cmd_resize },
     { "snapshot", cmd_snapshot },
     { "rebase", cmd_rebase },
+    { "commit", cmd_commit },
 };
 
 static const char usage_text[] =
@@ -53,6 +54,8 @@ static const char usage_text[] =
     "                       the size a new image would need (as qemu-img measure)\n"
     "  resize   [-f FMT] [--shrink] [-q] IMG [+|-]SIZE\n"
     "                       change the virtual size of a raw or qcow2 image\n"
+    "  commit   [-q] [-f FMT] [-b BASE] [-r RATE] [-d] [-p] IMG\n"
+    "                       write an image's content into its backing file\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

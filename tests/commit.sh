@@ -17,7 +17,12 @@ need qemu-io
 cd "$T" || fail "cd"
 
 clean() { qemu-img check -q "$1" >/dev/null 2>&1 || { qemu-img check "$1"; fail "$2: qemu-img check $1"; }; }
-io() { local f=$1; shift; for c in "$@"; do qemu-io -c "$c" "$f" >/dev/null || fail "qemu-io $c $f"; done; }
+io() {
+    local f=$1 a=() fmt=qcow2; shift
+    for c in "$@"; do a+=(-c "$c"); done
+    case $f in *.raw) fmt=raw ;; *.vmdk) fmt=vmdk ;; esac
+    qemu-io -f $fmt "${a[@]}" "$f" >/dev/null || fail "qemu-io $* $f"
+}
 
 # build CASE: the chain in q/ and d/ (the same bytes)
 # run CASE ARGS...: qemu-img commit ARGS in q/, diskimg commit ARGS in d/,

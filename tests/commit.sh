@@ -227,6 +227,23 @@ sums=$(cat d/* | sha1sum)
 expect_error "corruptions" "$DISKIMG" commit -d d/t2.qcow2
 [ "$(cat d/* | sha1sum)" = "$sums" ] || fail "corrupt base: changed"
 
+# qcow2 bases the in-place writer does not take (qemu-img writes them):
+# persistent bitmaps (they would go stale), an external data file
+rm -f d/*
+qemu-img create -q -f qcow2 d/base.qcow2 1M
+qemu-img bitmap --add d/base.qcow2 b0
+qemu-img create -q -f qcow2 -b base.qcow2 -F qcow2 d/top.qcow2
+io d/top.qcow2 'write -P 1 0 4k'
+sums=$(cat d/* | sha1sum)
+expect_error "persistent bitmaps" "$DISKIMG" commit d/top.qcow2
+[ "$(cat d/* | sha1sum)" = "$sums" ] || fail "base with bitmaps: changed"
+rm -f d/*
+( cd d && qemu-img create -q -f qcow2 -o data_file=base.data base.qcow2 1M &&
+  qemu-img create -q -f qcow2 -b base.qcow2 -F qcow2 top.qcow2 && io top.qcow2 'write -P 1 0 4k' )
+sums=$(cat d/* | sha1sum)
+expect_error "external data file" "$DISKIMG" commit d/top.qcow2
+[ "$(cat d/* | sha1sum)" = "$sums" ] || fail "base with a data file: changed"
+
 # the folder rule: the chain is the top's, confined to its folder
 rm -rf d; mkdir -p d/sub
 qemu-img create -q -f qcow2 d/base.qcow2 1M

@@ -139,6 +139,23 @@ mk3; run "-b relative to cwd" -b d/base.qcow2 top.qcow2
 mk3; run "-b not in the chain" -b top.qcow2 top.qcow2
 mk3; run "-b missing" -b nothing.qcow2 top.qcow2
 
+# an image between that is shorter than the top: -b base reads zeros past
+# its end (as qemu-img); committing into it would grow it over its own
+# larger backing file, which diskimg refuses before anything changes
+qemu-img create -q -f qcow2 c/base.qcow2 4M
+io c/base.qcow2 'write -P 0x11 0 4M'
+qemu-img create -q -f qcow2 -b base.qcow2 -F qcow2 c/mid.qcow2 2M
+io c/mid.qcow2 'write -P 0x21 1M 64k'
+qemu-img create -q -f qcow2 -b mid.qcow2 -F qcow2 c/top.qcow2 4M
+io c/top.qcow2 'write -P 0x31 3M 64k'
+cp -a c short
+run "-b base past a shorter mid" -b base.qcow2 top.qcow2
+rm -rf d; mv short d
+sums=$(cat d/* | sha1sum)
+expect_error "mid.qcow2: the backing file is larger than the image" "$DISKIMG" commit d/top.qcow2
+[ "$(cat d/* | sha1sum)" = "$sums" ] || fail "refused grow: changed"
+rm -rf d
+
 # internal snapshots: in the top (emptied, the snapshot keeps its data),
 # in the base (its clusters are not overwritten)
 qemu-img create -q -f qcow2 c/base.qcow2 4M

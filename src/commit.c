@@ -140,6 +140,47 @@ static int read_view(struct walker *w, uint8_t *buf, uint64_t n, uint64_t off)
     return r;
 }
 
+/* The run of base clusters of kind `cls` that starts at *pos (a data run
+ * up to one chunk), written; *pos moves past it. */
+static int write_run(const struct commit_opts *o, struct walker *w, struct bd *out,
+                     uint8_t *buf, uint64_t chunk, enum above cls, uint64_t *pos,
+                     double start, struct commit_result *res)
+{
+    uint64_t gran = out->granule, size = out->size, tsize = w->top->size;
+    uint64_t run_end = size - *pos < gran ? size : *pos + gran;
+    uint64_t max = cls == ABOVE_DATA ? chunk : ZERO_RUN_MAX;
+    enum above next;
+    int r;
+
+    while (run_end < tsize && run_end - *pos < max) {
+        uint64_t e = size - run_end < gran ? size : run_end + gran;
+        if (cls == ABOVE_DATA && e - *pos > chunk)
+            break;
+        if ((r = classify(w, run_end, e, &next)) < 0)
+            return r;
+        if (next != cls)
+            break;
+        run_end = e;
+    }
+    uint64_t n = run_end - *pos;
+    if (cls == ABOVE_ZERO) {
+        if ((r = out->drv->write_zeroes(out, *pos, n)) < 0)
+            return r;
+        res->zeroed += n;
+    } else {
+        int err = 0;
+        if ((r = read_view(w, buf, n, *pos)) < 0 ||
+            (r = out->drv->pwrite(out, buf, (size_t)n, *pos, done_cb, &err)) < 0 ||
+            (r = err) < 0)
+            return r;
+        res->written += n;
+        if (o->rate_limit)
+            rate_wait(start, res->written, o->rate_limit);
+    }
+    *pos = run_end;
+    return 0;
+}
+
 static int copy(const struct commit_opts *o, struct walker *w, struct bd *out,
                 struct commit_result *res)
 {
@@ -154,48 +195,21 @@ static int copy(const struct commit_opts *o, struct walker *w, struct bd *out,
                          PRIu64, gran);
     if (posix_memalign((void **)&buf, 4096, chunk))
         return diag_fail(out->diag, -ENOMEM, out->filename, -1, "out of memory");
-    for (uint64_t pos = 0; pos < tsize && r == 0;) {
+    for (uint64_t pos = 0; pos < tsize;) {
         uint64_t end = size - pos < gran ? size : pos + gran;
-        enum above cls, next;
+        enum above cls;
         if ((r = classify(w, pos, end, &cls)) < 0)
             break;
-        if (cls == ABOVE_NONE) {
-            /* skip the rest of a long extent the base shows through */
+        if (cls != ABOVE_NONE) {
+            if ((r = write_run(o, w, out, buf, chunk, cls, &pos, start, res)) < 0)
+                break;
+        } else {
+            /* past the rest of a long extent the base shows through */
             uint64_t e = w->off + w->len;
             pos = end;
             if (w->kind == ABOVE_NONE && w->off <= pos && e > pos + gran)
                 pos = e - e % gran;
-            goto progress;
         }
-        /* a run of clusters of the same kind */
-        uint64_t run_end = end, max = cls == ABOVE_DATA ? chunk : ZERO_RUN_MAX;
-        while (run_end < tsize && run_end - pos < max) {
-            uint64_t e2 = size - run_end < gran ? size : run_end + gran;
-            if (cls == ABOVE_DATA && e2 - pos > chunk)
-                break;
-            if ((r = classify(w, run_end, e2, &next)) < 0 || next != cls)
-                break;
-            run_end = e2;
-        }
-        if (r < 0)
-            break;
-        uint64_t n = run_end - pos;
-        if (cls == ABOVE_ZERO) {
-            r = out->drv->write_zeroes(out, pos, n);
-            res->zeroed += n;
-        } else {
-            int err = 0;
-            if ((r = read_view(w, buf, n, pos)) < 0)
-                break;
-            r = out->drv->pwrite(out, buf, (size_t)n, pos, done_cb, &err);
-            if (r == 0)
-                r = err;
-            res->written += n;
-            if (r == 0 && o->rate_limit)
-                rate_wait(start, res->written, o->rate_limit);
-        }
-        pos = run_end;
-progress:
         if (o->progress)
             o->progress(o->progress_opaque, pos < tsize ? pos : tsize, tsize);
     }

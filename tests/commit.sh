@@ -244,6 +244,18 @@ sums=$(cat d/* | sha1sum)
 expect_error "corruptions" "$DISKIMG" commit -d d/t2.qcow2
 [ "$(cat d/* | sha1sum)" = "$sums" ] || fail "corrupt base: changed"
 
+# a dirty top (lazy refcounts, killed writer) cannot be emptied: refused
+# before the base changes; -d only reads it
+rm -f d/*
+qemu-img create -q -f qcow2 d/base.qcow2 1M
+qemu-img create -q -f qcow2 -o lazy_refcounts=on -b base.qcow2 -F qcow2 d/top.qcow2
+qemu-io -c 'write -P 1 0 64k' -c 'sigraise 9' d/top.qcow2 >/dev/null 2>&1
+sums=$(cat d/* | sha1sum)
+expect_error "top.qcow2: the image was not closed cleanly" "$DISKIMG" commit d/top.qcow2
+[ "$(cat d/* | sha1sum)" = "$sums" ] || fail "dirty top: changed"
+ok "$DISKIMG" commit -q -d d/top.qcow2
+qemu-img compare -q d/base.qcow2 d/top.qcow2 || fail "dirty top -d: content"
+
 # qcow2 bases the in-place writer does not take (qemu-img writes them):
 # persistent bitmaps (they would go stale), an external data file
 rm -f d/*

@@ -103,7 +103,7 @@ _diskimg_options()
                         kind="fmt:${BASH_REMATCH[1]//, /|}"
                     ;;
                 CACHE) kind=cache ;;
-                FILE | BACKING | IMG | SRC | DST | PATH) kind=file ;;
+                FILE | BACKING | BASE | IMG | SRC | DST | PATH) kind=file ;;
                 [A-Z]*) kind=any ;;
                 *) kind="list:$tok" ;;  # a literal value, e.g. "-f raw"
                 esac

@@ -95,4 +95,7 @@ offers compare "$T/files/disk1.qcow2" "$T/files/disk2" -- "$T/files/disk2.raw" '
 offers convert -f qcow2 "$T/files/s" -- "$T/files/sub"
 offers convert -B "$T/files/disk1" -- "$T/files/disk1.qcow2"
 offers info --output = json "$T/files/disk2" -- "$T/files/disk2.raw"
+offers commit -b "$T/files/disk1" -- "$T/files/disk1.qcow2"
+offers commit -t "" -- none writeback unsafe
+offers commit -q "$T/files/disk2" -- "$T/files/disk2.raw"
 exit 0

@@ -25,6 +25,7 @@ static const struct command commands[] = {
     { "snapshot", cmd_snapshot },
     { "rebase", cmd_rebase },
     { "dd", cmd_dd },
+    { "commit", cmd_commit },
 };
 
 static const char usage_text[] =
@@ -60,6 +61,8 @@ static const char usage_text[] =
     "                       give an image another backing file, its content kept\n"
     "  dd       [-f FMT] [-O FMT] [bs=N] [count=N] [skip=N] if=INPUT of=OUTPUT\n"
     "                       copy part of an image into a new one (as qemu-img dd)\n"
+    "  commit   [-q] [-f FMT] [-b BASE] [-r RATE] [-d] [-p] IMG\n"
+    "                       write an image's content into its backing file\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

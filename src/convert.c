@@ -556,7 +556,7 @@ static int offload_job(struct cv *cv, struct job *j)
         j->filled = false;
         ssize_t n = offload_scan_runs(&cv->maps, j->src_file->fd, j->src_host, (size_t)j->len,
                                       j->off, cv->scan_granule, min_zero, j->zruns);
-        if (n == -EIO)
+        if (n == OFFLOAD_SCAN_GONE)
             return diag_fail(cv->d, -EIO, j->src_file->path, (int64_t)j->src_host,
                              "read failed: the file shrank, or could not be read, "
                              "while it was converted");

@@ -65,7 +65,8 @@ static void install_sigbus(void)
         bus_err = errno;
 }
 
-/* zd_scan_runs through the guard: the count, or -EIO after a SIGBUS. */
+/* zd_scan_runs through the guard: the count, or OFFLOAD_SCAN_GONE after
+ * a SIGBUS. */
 static ssize_t guarded_scan(const uint8_t *p, size_t len, uint64_t base, size_t granule,
                             size_t min_zero, struct zd_run *runs)
 {
@@ -73,7 +74,7 @@ static ssize_t guarded_scan(const uint8_t *p, size_t len, uint64_t base, size_t 
 
     if (sigsetjmp(jb, 0)) {
         scan_guard = NULL;
-        return -EIO;
+        return OFFLOAD_SCAN_GONE;
     }
     scan_guard = &jb;
     size_t n = zd_scan_runs(p, len, base, granule, min_zero, runs);

@@ -33,8 +33,10 @@
 #include "zerodetect/zerodetect.h"
 
 #define OFFLOAD_MAPS_MAX 16     /* source files mapped; more are read */
-/* offload_scan_runs: read this range instead (below every -errno) */
+/* offload_scan_runs: read this range instead; the file shrank or failed
+ * to read under the scan (SIGBUS).  Both below every -errno. */
 #define OFFLOAD_SCAN_READ ((ssize_t)-(1 << 20))
+#define OFFLOAD_SCAN_GONE ((ssize_t)-(1 << 20) - 1)
 
 struct offload_maps {
     pthread_mutex_t lock;
@@ -52,8 +54,8 @@ void offload_maps_free(struct offload_maps *maps);
 /* zd_scan_runs over bytes [off, off+len) of fd (which hold virtual offsets
  * [base, base+len)): fills `runs` (len/granule + 2 entries) and returns
  * the count; OFFLOAD_SCAN_READ when the range cannot be scanned through the
- * mapping (read it instead); -EIO when the file shrank or failed to read
- * under the scan; another -errno from the fault injector. */
+ * mapping (read it instead); OFFLOAD_SCAN_GONE when the file shrank or
+ * failed to read under the scan; a -errno from the fault injector. */
 ssize_t offload_scan_runs(struct offload_maps *maps, int fd, uint64_t off, size_t len,
                           uint64_t base, size_t granule, size_t min_zero,
                           struct zd_run *runs);

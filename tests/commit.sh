@@ -201,11 +201,16 @@ expect_error "Expecting one image file name" "$DISKIMG" commit a b
 expect_error "Unknown driver 'foo'" "$DISKIMG" commit -f foo d/top.qcow2
 expect_error "nonexist.qcow2" "$DISKIMG" commit nonexist.qcow2
 
-# -p: "Image committed." on stdout, the progress only on a terminal
+# -p when stderr is not a terminal: qemu-img's progress lines on stdout
+# ("    (NN.NN/100%)" ending in \r, the last at 100.00, then a newline),
+# then "Image committed."; nothing on stderr
 mk3; rm -rf d; mkdir d; mv c/* d/
 "$DISKIMG" commit -p d/top.qcow2 > out 2> err || { cat err; fail "-p"; }
-[ "$(cat out)" = "Image committed." ] || fail "-p: stdout: $(cat out)"
-[ -s err ] && fail "-p: stderr not a terminal, yet: $(cat err)"
+[ "$(tail -n 1 out)" = "Image committed." ] || fail "-p: stdout: $(cat out)"
+head -n 1 out | tr '\r' '\n' | grep -v '^$' > progress
+grep -Evq '^    \([0-9]+\.[0-9]{2}/100%\)$' progress && fail "-p: not qemu-img's progress lines: $(cat progress)"
+[ "$(tail -n 1 progress)" = "    (100.00/100%)" ] || fail "-p: the progress does not end at 100%: $(cat progress)"
+[ -s err ] && fail "-p: stderr: $(cat err)"
 
 # -r: 4 MiB of data at 8 MiB/s take at least half a second
 qemu-img create -q -f qcow2 d/base.qcow2 4M

@@ -558,6 +558,8 @@ int cmd_convert(int argc, char **argv)
         goto fail_quiet;
     }
 
+    if (strcmp(a.dst, "-") == 0)
+        progress_stdout_in_use();
     progress_init(&prog, a.progress, stderr);
     struct pass_progress pp = { .p = &prog, .passes = out->drv->next_pass ? 2 : 1 };
     struct convert_opts copts = {

@@ -15,5 +15,6 @@ int cmd_measure(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_rebase(int argc, char **argv);
+int cmd_amend(int argc, char **argv);
 
 #endif

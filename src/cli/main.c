@@ -24,6 +24,7 @@ static const struct command commands[] = {
     { "resize", cmd_resize },
     { "snapshot", cmd_snapshot },
     { "rebase", cmd_rebase },
+    { "amend", cmd_amend },
 };
 
 static const char usage_text[] =
@@ -53,6 +54,8 @@ static const char usage_text[] =
     "                       the size a new image would need (as qemu-img measure)\n"
     "  resize   [-f FMT] [--shrink] [-q] IMG [+|-]SIZE\n"
     "                       change the virtual size of a raw or qcow2 image\n"
+    "  amend    [-f FMT] [-p] [-q] -o OPTS IMG\n"
+    "                       change a qcow2 image's format options in place\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

@@ -205,7 +205,7 @@ static int make_plan(struct qcow2 *q, const struct bd_amend *a, struct plan *p)
         const char *bfmt = h->has_backing_fmt ? h->backing_fmt : NULL;
         if (strcmp0(a->backing_file, bf) || strcmp0(a->backing_fmt, bfmt))
             return QFAIL(q, -EINVAL, "Cannot amend the backing file\n"
-                         "You can use 'qemu-img rebase' instead.");
+                         "You can use 'diskimg rebase' instead.");
     }
     if (a->lazy_refcounts == 1 && !(h->compatible & QCOW2_COMPAT_LAZY_REFCOUNTS)) {
         if (p->version < 3)
@@ -215,7 +215,8 @@ static int make_plan(struct qcow2 *q, const struct bd_amend *a, struct plan *p)
     } else if (a->lazy_refcounts == 0) {
         p->compat &= ~QCOW2_COMPAT_LAZY_REFCOUNTS;
     }
-    if (a->size && (r = qcow2_resize_check(q, a->size, p->version)) < 0)
+    if (a->size && (r = qcow2_resize_check(q, a->size, p->version < h->version ?
+                                                         h->version : p->version)) < 0)
         return r;
     if (p->downgrade) {
         uint64_t size = a->size ? a->size : q->bd.size;

@@ -171,6 +171,29 @@ cp lazy.qcow2 dirty.qcow2
 printf '\x01' | dd of=dirty.qcow2 bs=1 seek=79 conv=notrunc status=none
 expect_error "not closed cleanly" "$DISKIMG" amend -o lazy_refcounts=off dirty.qcow2
 
+# wrong refcounts (an L2 table's set to 0) and a truncated image are
+# refused before anything is written
+cp small.qcow2 bad.qcow2
+python3 - bad.qcow2 <<'EOF' || fail "bad.qcow2"
+import struct, sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read())
+cb = struct.unpack('>I', b[20:24])[0]
+l1o, rto = struct.unpack('>QQ', b[40:56])
+l2 = struct.unpack('>Q', b[l1o:l1o + 8])[0] & 0x00fffffffffffe00
+blk = struct.unpack('>Q', b[rto:rto + 8])[0]
+struct.pack_into('>H', b, blk + 2 * (l2 >> cb), 0)
+open(p, 'wb').write(b)
+EOF
+cp bad.qcow2 t.qcow2
+for o in refcount_bits=8 compat=0.10 refcount_bits=64,lazy_refcounts=on; do
+    expect_error "corruptions.*check -r all" "$DISKIMG" amend -o $o t.qcow2
+    cmp -s bad.qcow2 t.qcow2 || fail "$o: a corrupt image was changed"
+done
+head -c 200k small.qcow2 > cut.qcow2
+cp cut.qcow2 t.qcow2
+expect_error "t.qcow2" "$DISKIMG" amend -o refcount_bits=8 t.qcow2
+cmp -s cut.qcow2 t.qcow2 || fail "a truncated image was changed"
+
 # the command line, as qemu-img (exit status, message, stdout)
 qemu-img create -q -f qcow2 a.qcow2 8M
 qemu-img create -q -f raw r.raw 1M

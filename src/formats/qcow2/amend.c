@@ -78,33 +78,45 @@ struct scan {
 static int scan_l1(struct qcow2 *q, uint64_t l1_off, uint32_t n, uint8_t *tab, struct scan *s)
 {
     const struct qcow2_header *h = &q->h;
-    int r;
+    uint64_t bytes = (uint64_t)n * 8;
+    int r = 0;
 
+    if (n > QCOW2_MAX_L1_BYTES / 8 || l1_off >= q->file_size || bytes > q->file_size - l1_off)
+        return diag_fail(q->bd.diag, -EINVAL, q->bd.filename, (int64_t)l1_off,
+                         "L1 table (%" PRIu32 " entries at offset %" PRIu64 ") runs past "
+                         "the end of the file", n, l1_off);
+    uint8_t *l1 = malloc(bytes);
+    if (!l1)
+        return FAIL(q, -ENOMEM, "out of memory");
+    if ((r = bfile_pread(q->bd.file, l1, bytes, l1_off)) < 0)
+        goto out;
     for (uint32_t i = 0; i < n; i++) {
-        uint8_t b[8];
         uint64_t l2;
-        if ((r = bfile_pread(q->bd.file, b, 8, l1_off + 8 * (uint64_t)i)) < 0 ||
-            (r = qcow2_l1_entry_decode(h, be64_get(b), i, l1_off + 8 * (uint64_t)i, &l2,
-                                       q->bd.diag, q->bd.filename)) < 0)
-            return r;
+        if ((r = qcow2_l1_entry_decode(h, be64_get(l1 + 8 * (uint64_t)i), i,
+                                       l1_off + 8 * (uint64_t)i, &l2, q->bd.diag,
+                                       q->bd.filename)) < 0)
+            goto out;
         if (!l2)
             continue;
-        if (l2 >= q->file_size || h->cluster_size > q->file_size - l2)
-            return diag_fail(q->bd.diag, -EINVAL, q->bd.filename, (int64_t)l2,
-                             "L2 table %" PRIu32 " at offset %" PRIu64 " is past the end "
-                             "of the file", i, l2);
+        if (l2 >= q->file_size || h->cluster_size > q->file_size - l2) {
+            r = diag_fail(q->bd.diag, -EINVAL, q->bd.filename, (int64_t)l2,
+                          "L2 table %" PRIu32 " at offset %" PRIu64 " is past the end of "
+                          "the file", i, l2);
+            goto out;
+        }
         if ((r = bfile_pread(q->bd.file, tab, h->cluster_size, l2)) < 0)
-            return r;
+            goto out;
         for (uint32_t j = 0; j < h->l2_entries; j++) {
-            const uint8_t *p = tab + (uint64_t)j * h->l2_entry_bytes;
-            uint64_t e = be64_get(p);
+            uint64_t e = be64_get(tab + (uint64_t)j * h->l2_entry_bytes);
             if (e & QCOW2_L2_COMPRESSED)
                 s->compressed = true;
             else if (e & QCOW2_L2_ZERO)
                 s->zero = true;
         }
     }
-    return 0;
+out:
+    free(l1);
+    return r;
 }
 
 /* Zero and compressed clusters, in the active tables and the snapshots'. */
@@ -503,6 +515,10 @@ static int expand_entry(struct expand *x, const struct qcow2_l2e *d, uint64_t l2
     struct qcow2_snapw *w = x->w;
     int r;
 
+    if (d->kind == QK_ZERO_ALLOC && d->host >> w->cbits >= w->n)
+        return diag_fail(w->q->bd.diag, -EINVAL, w->q->bd.filename, (int64_t)d->host,
+                         "cluster at offset %" PRIu64 " is past the end of the file",
+                         d->host);
     if (d->kind == QK_ZERO_ALLOC && d->host && w->rc[d->host >> w->cbits] == 1) {
         if ((r = bfile_pwrite(w->q->bd.file, x->zeros, w->cs, d->host)) < 0)
             return r;

@@ -275,7 +275,7 @@ struct layout {
  * them, in *out (a cluster); *len: the bytes to write from offset 0 (the
  * old ones past the new end included, zeroed). */
 static int build_header(struct qcow2 *q, const struct plan *p, const struct layout *l,
-                        uint8_t **out, size_t *len)
+                        bool no_table, uint8_t **out, size_t *len, size_t *end)
 {
     const struct qcow2_header *h = &q->h;
     size_t cs = h->cluster_size;
@@ -329,7 +329,7 @@ static int build_header(struct qcow2 *q, const struct plan *p, const struct layo
         size_t put = sz;
         uint8_t ext[8 + QCOW2_MAX_DATA_FILE_NAME + 8];
         at += sz;
-        if ((type == QCOW2_EXT_FEATURE_NAMES && p->version < 3) ||
+        if ((type == QCOW2_EXT_FEATURE_NAMES && (p->version < 3 || no_table)) ||
             (type == QCOW2_EXT_BITMAPS && p->drop_bitmaps))
             continue;
         has_table |= type == QCOW2_EXT_FEATURE_NAMES;
@@ -372,6 +372,7 @@ static int build_header(struct qcow2 *q, const struct plan *p, const struct layo
     if (used > have)
         used = have;
     *len = pos > used ? pos : used;
+    *end = pos;
     *out = nw;
     nw = NULL;
     goto out;
@@ -384,11 +385,41 @@ out:
     return r;
 }
 
+/* The first cluster as the plan makes it.  Where the extensions move
+ * (another version, data file name, bitmaps dropped), a header that would
+ * reach past the first sector leaves out the feature name table (names for
+ * messages only) if that keeps it inside: a torn write then cannot leave
+ * half an extension area. */
+static int make_header(struct qcow2 *q, const struct plan *p, const struct layout *l,
+                       uint8_t **buf, size_t *len)
+{
+    const struct qcow2_header *h = &q->h;
+    bool moves = p->version != h->version || p->data_file || p->drop_bitmaps;
+    size_t end, end2, len2;
+    uint8_t *b2;
+    int r = build_header(q, p, l, false, buf, len, &end);
+
+    if (r < 0 || !moves || end <= SECTOR)
+        return r;
+    if (build_header(q, p, l, true, &b2, &len2, &end2) < 0) {
+        diag_clear(q->bd.diag);     /* (it did fit with the table) */
+        return 0;
+    }
+    if (end2 > SECTOR) {
+        free(b2);
+        return 0;
+    }
+    free(*buf);
+    *buf = b2;
+    *len = len2;
+    return 0;
+}
+
 static int write_header(struct qcow2 *q, const struct plan *p, const struct layout *l)
 {
     uint8_t *buf;
     size_t len;
-    int r = build_header(q, p, l, &buf, &len);
+    int r = make_header(q, p, l, &buf, &len);
 
     if (r < 0)
         return r;
@@ -790,7 +821,7 @@ int qcow2_amend(struct bd *bd, const struct bd_amend *a, bool *resize_first)
                         .snap_off = h->snapshots_offset };
     uint8_t *buf, *old;
     size_t len;
-    if ((r = build_header(q, &p, &l, &buf, &len)) < 0)
+    if ((r = make_header(q, &p, &l, &buf, &len)) < 0)
         return r;
     /* nothing to change: nothing written */
     if (!(old = malloc(len))) {

@@ -40,7 +40,8 @@ int qcow2_snapw_init(struct qcow2_snapw *w, struct qcow2 *q)
     w->n = div_up(q->bd.file->size, w->cs);
     if (w->n > QCOW2_SNAPW_MAX_CLUSTERS)
         return FAIL(w, -EFBIG, -1, "the image file has %" PRIu64 " clusters; snapshots "
-                    "are supported up to %llu", w->n, QCOW2_SNAPW_MAX_CLUSTERS);
+                    "and other in-place table changes are supported up to %llu", w->n,
+                    QCOW2_SNAPW_MAX_CLUSTERS);
     w->cap = w->n + 64;
     w->rc = calloc(w->cap, sizeof(*w->rc));
     w->tab = malloc(w->cs);

@@ -370,8 +370,9 @@ int cmd_amend(int argc, char **argv)
     bool resize_first = false;
     progress_init(&prog, progress ? PROGRESS_BAR : PROGRESS_NONE, stderr);
     progress_update(&prog, 0, 2);
+    /* with a size, everything is checked before the first of the steps */
     a.check_only = true;
-    int r = amend(filename, &oo, &a, &resize_first, &d);
+    int r = a.size ? amend(filename, &oo, &a, &resize_first, &d) : 0;
     a.check_only = false;
     if (r == 0 && a.size && resize_first)
         r = resize(filename, &oo, a.size, &d);

@@ -64,6 +64,9 @@ offers measure -O "" -- raw qcow2 vpc vdi
 offers convert -O q -- qcow2 '!raw'
 offers compare -F "" -- raw qcow2 vmdk
 offers compare -f v -- vmdk vpc vdi
+offers amend -f "" -- qcow2 raw
+offers amend -t "" -- none writeback unsafe
+offers amend --im -- --image-opts
 offers convert -t "" -- none writeback unsafe writethrough directsync
 offers convert -T w -- writeback writethrough '!none'
 offers info --output = "" -- human json

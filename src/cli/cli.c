@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/bd.h"
+#include "io/bfile.h"
 #include "util/diag.h"
 #include "util/jval.h"
 #include "util/size.h"
@@ -114,5 +116,27 @@ int cli_output_format(const char *cmd, const char *s)
 int cli_help(const char *text)
 {
     fputs(text, stdout);
+    return 0;
+}
+
+int cli_check_ref(struct bd *img, const char *name, struct diag *d)
+{
+    struct bfile *f = NULL;
+
+    if (img->opts.allow_external)
+        return 0;
+    int r = bd_open_ref_file(img, name, false, &f);
+    if (r == 0) {
+        bfile_close(f);
+        return 0;
+    }
+    if (r != -ENOENT)
+        return r;
+    diag_clear(d);
+    bool up = name[0] == '/' || !strcmp(name, "..") || !strncmp(name, "../", 3) ||
+              strstr(name, "/../") || (strlen(name) >= 3 && !strcmp(name + strlen(name) - 3, "/.."));
+    if (up)
+        return diag_fail(d, -EPERM, img->filename, -1, "refers to '%s', outside its folder "
+                         "(pass --allow-external to allow it)", name);
     return 0;
 }

@@ -41,6 +41,14 @@ int cli_help(const char *text);
 /* "Snapshot list:" and the table, from info()'s "snapshots" array. */
 void cli_print_snapshots(const struct jval *snaps);
 
+/* A name an image is to refer to (rebase -u's backing file, amend's data
+ * file) must obey the reference rule even if it does not exist yet: inside
+ * the image's folder (opened beneath it when it exists; else, as text, no
+ * absolute name and no "..") unless the image was opened with
+ * allow_external.  0, or a negative errno recorded in `d`. */
+struct bd;
+int cli_check_ref(struct bd *img, const char *name, struct diag *d);
+
 extern const char *const cli_version_text;
 
 #endif

@@ -64,30 +64,6 @@ static const struct option long_opts[] = {
     { NULL, 0, NULL, 0 },
 };
 
-/* -u: the new name must obey the reference rule even if it does not exist
- * (then as text: no absolute name, no "..") */
-static int check_ref(struct bd *img, const char *name, struct diag *d)
-{
-    struct bfile *f = NULL;
-
-    if (img->opts.allow_external)
-        return 0;
-    int r = bd_open_ref_file(img, name, false, &f);
-    if (r == 0) {
-        bfile_close(f);
-        return 0;
-    }
-    if (r != -ENOENT)
-        return r;
-    diag_clear(d);
-    bool up = name[0] == '/' || !strcmp(name, "..") || !strncmp(name, "../", 3) ||
-              strstr(name, "/../") || (strlen(name) >= 3 && !strcmp(name + strlen(name) - 3, "/.."));
-    if (up)
-        return diag_fail(d, -EPERM, img->filename, -1, "refers to '%s', outside its folder "
-                         "(pass --allow-external to allow it)", name);
-    return 0;
-}
-
 static int set_header(const char *filename, const struct bd_open_opts *base, const char *name,
                       const char *fmt, bool unsafe, struct diag *d)
 {
@@ -102,7 +78,7 @@ static int set_header(const char *filename, const struct bd_open_opts *base, con
     if (!bd->drv->set_backing)
         r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
                       "'%s': Operation not supported (%s images)", name, bd->drv->name);
-    else if ((!unsafe || !*name || (r = check_ref(bd, name, d)) == 0))
+    else if ((!unsafe || !*name || (r = cli_check_ref(bd, name, d)) == 0))
         r = bd->drv->set_backing(bd, *name ? name : NULL, *name ? fmt : NULL);
     bd_close(bd);
     return r;

@@ -26,6 +26,7 @@ static const struct command commands[] = {
     { "rebase", cmd_rebase },
     { "dd", cmd_dd },
     { "commit", cmd_commit },
+    { "amend", cmd_amend },
 };
 
 static const char usage_text[] =
@@ -63,6 +64,8 @@ static const char usage_text[] =
     "                       copy part of an image into a new one (as qemu-img dd)\n"
     "  commit   [-q] [-f FMT] [-b BASE] [-r RATE] [-d] [-p] IMG\n"
     "                       write an image's content into its backing file\n"
+    "  amend    [-f FMT] [-p] [-q] -o OPTS IMG\n"
+    "                       change a qcow2 image's format options in place\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

@@ -66,6 +66,24 @@ void cli_report(const struct diag *d)
     cli_error("%s", buf);
 }
 
+void cli_warn_sink(void *quiet, const char *file, int64_t offset, const char *msg)
+{
+    if (quiet && *(const bool *)quiet)
+        return;
+    if (file && offset >= 0)
+        cli_warn("%s: %s (offset %lld)", file, msg, (long long)offset);
+    else if (offset >= 0)
+        cli_warn("%s (offset %lld)", msg, (long long)offset);
+    else
+        cli_warn("%s", msg);
+}
+
+void cli_warnings_on(struct diag *d, const bool *quiet)
+{
+    d->warn = cli_warn_sink;
+    d->warn_opaque = (void *)quiet;
+}
+
 int cli_print_json(const struct jval *v)
 {
     char *text = jv_to_json(v, 0);

@@ -21,6 +21,14 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print the recorded failure ("diskimg: FILE: what (offset N)"). */
 void cli_report(const struct diag *d);
 
+/* The warning sink of a command's struct diag ("diskimg: warning: FILE:
+ * what (offset N)" on stderr), e.g. a VHD whose damaged last footer its
+ * copy at offset 0 stands in for.  `quiet` (a const bool *, or NULL)
+ * silences it when true (-q). */
+void cli_warn_sink(void *quiet, const char *file, int64_t offset, const char *msg);
+/* d->warn = cli_warn_sink, d->warn_opaque = quiet. */
+void cli_warnings_on(struct diag *d, const bool *quiet);
+
 /* `v` as JSON (jval.h) and a newline on stdout.  -ENOMEM (nothing printed)
  * when memory ran out, else 0. */
 int cli_print_json(const struct jval *v);

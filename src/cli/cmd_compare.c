@@ -139,6 +139,7 @@ int cmd_compare(int argc, char **argv)
     struct bd_open_opts oo1 = { 0 }, oo2 = { 0 };
     struct bd *a = NULL, *b = NULL;
     diag_init(&d);
+    cli_warnings_on(&d, &quiet);
     if (open_image(&a, name1, fmt1, allow_external, &oo1, &d) < 0)
         return EXIT_OPEN;
     if (open_image(&b, name2, fmt2, allow_external, &oo2, &d) < 0) {

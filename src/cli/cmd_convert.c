@@ -312,19 +312,6 @@ static char *backing_path(const char *backing, const char *dst)
     return p;
 }
 
-static void print_warning(void *opaque, const char *file, int64_t offset, const char *msg)
-{
-    const struct args *a = opaque;
-    if (a->quiet)
-        return;
-    if (file && offset >= 0)
-        cli_warn("%s: %s (offset %lld)", file, msg, (long long)offset);
-    else if (offset >= 0)
-        cli_warn("%s (offset %lld)", msg, (long long)offset);
-    else
-        cli_warn("%s", msg);
-}
-
 /* Progress over several passes of the conversion, as one. */
 struct pass_progress {
     struct progress *p;
@@ -392,8 +379,7 @@ int cmd_convert(int argc, char **argv)
     }
     diag_init(&d);
     diag_init(&src_d);
-    d.warn = print_warning;
-    d.warn_opaque = &a;
+    cli_warnings_on(&d, &a.quiet);
     /* first: every thread started later inherits its signal mask */
     if (outfile_install_signal_cleanup(&d) < 0) {
         cli_report(&d);

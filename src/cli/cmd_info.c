@@ -209,6 +209,7 @@ int cmd_info(int argc, char **argv)
     struct diag d;
     struct bd *bd;
     diag_init(&d);
+    cli_warnings_on(&d, NULL);
     if (bd_open(&bd, argv[optind], &oo, &d) < 0) {
         cli_report(&d);
         return 1;

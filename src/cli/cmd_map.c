@@ -295,6 +295,7 @@ int cmd_map(int argc, char **argv)
     struct bd *bd;
     struct chain_names cn;
     diag_init(&d);
+    cli_warnings_on(&d, NULL);
     if (bd_open(&bd, argv[optind], &oo, &d) < 0) {
         cli_report(&d);
         return 1;

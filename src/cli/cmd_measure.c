@@ -150,6 +150,7 @@ int cmd_measure(int argc, char **argv)
         goto out;
     }
     diag_init(&d);
+    cli_warnings_on(&d, NULL);
     if (filename && bd_open(&src, filename, &oo, &d) < 0) {
         cli_report(&d);
         goto out;

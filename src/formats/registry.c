@@ -5,6 +5,7 @@
 #include "formats/qcow2/write.h"
 #include "formats/vdi/vdi.h"
 #include "formats/vhd/vhd.h"
+#include "formats/vhdx/vhdx.h"
 #include "formats/vmdk/vmdk.h"
 #include "formats/vmdk/write.h"
 
@@ -12,6 +13,7 @@ const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,
     &bd_vmdk,
     &bd_vhd,
+    &bd_vhdx,
     &bd_vdi,
     &bd_ova,
     &bd_raw,

@@ -6,6 +6,7 @@
 #include "formats/vdi/vdi.h"
 #include "formats/vhd/vhd.h"
 #include "formats/vhdx/vhdx.h"
+#include "formats/vhdx/write.h"
 #include "formats/vmdk/vmdk.h"
 #include "formats/vmdk/write.h"
 
@@ -30,6 +31,8 @@ const struct bd_driver *const bd_writers[] = {
     &bd_vmdkw_stream,
     &bd_vhdw_dynamic,
     &bd_vhdw_fixed,
+    &bd_vhdxw_dynamic,
+    &bd_vhdxw_fixed,
     &bd_vdiw,
     NULL,
 };

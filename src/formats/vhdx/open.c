@@ -20,6 +20,7 @@
 
 #include "formats/vhdx/vhdx.h"
 #include "formats/vhdx/vhdx_int.h"
+#include "formats/vhdx/write.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"
@@ -345,4 +346,10 @@ const struct bd_driver bd_vhdx = {
     .close = vhdx_close,
     .info = vhdx_info,
     .check = vhdx_check,
+    /* the writer (write*.c, measure.c, resize.c) */
+    .create_options_help = vhdxw_options_help,
+    .describe_create = vhdxw_describe_create,
+    .create = vhdxw_create,
+    .measure = vhdx_measure,
+    .resize = vhdx_resize,
 };

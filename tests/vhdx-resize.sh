@@ -6,7 +6,8 @@
 # Every result passes qemu-img check and our check, keeps its content
 # (qemu-img compare, vhdimount), and takes qemu's writes.  A resize failed
 # at any one of its writes or syncs (DISKIMG_FAULT) leaves a valid image of
-# the old or the new size with the content kept.
+# the old or the new size with the content kept (every case in the ASan
+# build, every third in the plain one: sweep_case).
 . "$(dirname "$0")/lib.sh"
 need qemu-img
 need qemu-io
@@ -68,6 +69,7 @@ for spec in 200M 1100G -30M; do
     for kind in write sync; do
         [ $kind = write ] && n_all=$W || n_all=$S
         for ((n = 1; n <= n_all; n++)); do
+            sweep_case $n $n_all || continue
             cp "$T/dy.vhdx" "$T/r.vhdx"
             DISKIMG_FAULT=$kind:$n:EIO "$DISKIMG" resize $shrink "$T/r.vhdx" $to > /dev/null 2> "$T/err" &&
                 fail "resize $spec: $kind $n/$n_all did not fail"

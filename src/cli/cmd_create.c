@@ -24,9 +24,9 @@ static const char help_text[] =
     "Create a new empty image IMG of SIZE bytes (suffixes K, M, G, T, P, E).\n"
     "An existing IMG is replaced; the new image appears only once complete.\n"
     "\n"
-    "  -f FMT        image format: raw (default), qcow2, vmdk, vpc or vdi\n"
+    "  -f FMT        image format: raw (default), qcow2, vmdk, vpc, vhdx or vdi\n"
     "  -o OPTS       format options, e.g. cluster_size=64K,compat=0.10 or\n"
-    "                subformat=streamOptimized\n"
+    "                subformat=streamOptimized or (vhdx) block_size=32M,subformat=fixed\n"
     "                (-o help lists them)\n"
     "  -b BACKING    qcow2, vmdk: backing file (relative to IMG's folder); SIZE defaults\n"
     "                to its size\n"
@@ -192,7 +192,7 @@ int cmd_create(int argc, char **argv)
     }
     const struct bd_driver *drv = bd_find_driver(a.fmt);
     if (!drv || !drv->create) {
-        cli_error("%s: unknown or read-only format '%s' (use raw, qcow2, vmdk, vpc or vdi)",
+        cli_error("%s: unknown or read-only format '%s' (use raw, qcow2, vmdk, vpc, vhdx or vdi)",
                   a.img ? a.img : "", a.fmt);
         goto fail_args;
     }

@@ -18,7 +18,7 @@ static const char help_text[] =
     "or for the content of IMG (its allocated clusters; zero and unallocated\n"
     "ranges need none).  The numbers are qemu-img measure's.\n"
     "\n"
-    "  -O FMT              output format: raw (default), qcow2, vpc or vdi\n"
+    "  -O FMT              output format: raw (default), qcow2, vpc, vhdx or vdi\n"
     "  -o OPTS             output options, e.g. cluster_size=64K,refcount_bits=16\n"
     "                      (-o help lists them)\n"
     "  --size N            measure an empty disk of N bytes (suffixes K, M, G, ...)\n"

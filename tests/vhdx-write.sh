@@ -30,7 +30,7 @@ qemu-img create -q -f qcow2 "$T/src.qcow2" 40M
 qemu-io -c "write -P 0x33 1M 3M" -c "write -P 0x44 20M 64k" -c "write -P 0x55 $((40 * M - 4096)) 4k" \
     "$T/src.qcow2" > /dev/null || fail qemu-io
 qemu-img convert -O raw "$T/src.qcow2" "$T/src.raw"
-for o in "" subformat=dynamic subformat=fixed block_state_zero=off \
+for o in "" subformat=fixed block_state_zero=off \
          subformat=fixed,block_state_zero=off block_size=1M block_size=256M,log_size=3M \
          block_size=1536K,log_size=1; do
     rm -f "$T/o.vhdx" "$T/q.vhdx"
@@ -128,8 +128,9 @@ for o in "" subformat=fixed block_size=1M log_size=1536K,block_state_zero=off \
         create_same "$o" $size
     done
 done
-for o in "" log_size=0 subformat=foo log_size=4G block_size=3M log_size=0,block_size=3M; do
-    create_same "$o" 65T
+create_same "" 65T
+create_same log_size=0,block_size=3M 65T
+for o in log_size=0 subformat=foo log_size=4G block_size=3M log_size=0,block_size=3M; do
     create_same "$o" 1G
 done
 "$DISKIMG" create -f vhdx -o help > "$T/help" || fail "-o help"

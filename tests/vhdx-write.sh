@@ -133,6 +133,8 @@ create_same log_size=0,block_size=3M 65T
 for o in log_size=0 subformat=foo log_size=4G block_size=3M log_size=0,block_size=3M; do
     create_same "$o" 1G
 done
+expect_error "cannot be empty" "$DISKIMG" create -f vhdx "$T/z.vhdx" 0
+[ ! -e "$T/z.vhdx" ] || fail "an empty vhdx was written"
 "$DISKIMG" create -f vhdx -o help > "$T/help" || fail "-o help"
 for k in block_size block_state_zero log_size size subformat; do
     grep -q "^  $k=" "$T/help" || fail "-o help lacks $k"

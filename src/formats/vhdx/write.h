@@ -55,7 +55,7 @@ struct vhdxw_layout {
  * rules: block_size 0 = by size (8 MiB up to 1 GiB, 16 MiB up to 100 GiB,
  * 32 MiB up to 32 TiB, 64 MiB above), else rounded up to a MiB, at most
  * 256 MiB, a power of two; log_size rounded up to a MiB, not 0, below
- * 4 GiB; the size at most 64 TiB.  0, or -EINVAL/-EFBIG with qemu-img's
+ * 4 GiB; the size 1 byte to 64 TiB.  0, or -EINVAL/-EFBIG with qemu-img's
  * message in err. */
 int vhdxw_parse_params(struct kvopts *kv, uint64_t size, struct vhdxw_params *p,
                        char *err, size_t errlen);

@@ -74,6 +74,13 @@ int vhdxw_parse_params(struct kvopts *kv, uint64_t size, struct vhdxw_params *p,
         snprintf(err, errlen, "Image size too large; max of 64TB");
         return -EFBIG;
     }
+    /* qemu-img makes one (its BAT count wraps below zero and it writes a
+     * 64 MiB BAT to match), but opens no other layout of it, and the
+     * reader here refuses a disk of size 0: refused rather than written */
+    if (size == 0) {
+        snprintf(err, errlen, "a vhdx image cannot be empty (size 0)");
+        return -EINVAL;
+    }
     log = round_mib(log);
     if (log == 0) {
         snprintf(err, errlen, "Log size must be a multiple of 1 MB");

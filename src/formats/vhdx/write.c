@@ -13,6 +13,7 @@
 #include "io/ioq.h"
 #include "util/diag.h"
 #include "util/endian.h"
+#include "zerodetect/zerodetect.h"
 
 #ifndef DISKIMG_VERSION
 #define DISKIMG_VERSION "0"
@@ -269,7 +270,8 @@ static uint8_t *alloc_zeroed(size_t n)
 }
 
 /* The BAT, written in pieces of at most 1 MiB (its entries only: the rest
- * of the region is a hole, PAYLOAD_BLOCK_NOT_PRESENT). */
+ * of the region is a hole, PAYLOAD_BLOCK_NOT_PRESENT; so are pieces of
+ * NOT_PRESENT entries only). */
 static int write_bat(struct vhdxw *w)
 {
     const uint64_t piece = VHDX_MIB / VHDX_BAT_ENTRY_SIZE;
@@ -302,8 +304,10 @@ static int write_bat(struct vhdxw *w)
         }
         size_t bytes = (size_t)((cnt * VHDX_BAT_ENTRY_SIZE + 4095) / 4096 * 4096);
         memset(buf + cnt * VHDX_BAT_ENTRY_SIZE, 0, bytes - cnt * VHDX_BAT_ENTRY_SIZE);
-        r = set_err(w, bfile_pwrite(w->bd.file, buf, bytes,
-                                    w->l.bat_off + first * VHDX_BAT_ENTRY_SIZE));
+        /* all NOT_PRESENT: the region is still a hole of the new file */
+        if (!buffer_is_zero(buf, bytes))
+            r = set_err(w, bfile_pwrite(w->bd.file, buf, bytes,
+                                        w->l.bat_off + first * VHDX_BAT_ENTRY_SIZE));
     }
     free(buf);
     return r;

@@ -8,7 +8,8 @@
 # blocks, MiB) and round trips vhdx -> qcow2 -> vmdk -> raw.  create -f
 # vhdx prints qemu-img's line and errors and makes the image qemu-img
 # makes.  A write or sync failed at any point of a conversion leaves
-# nothing at the target.  measure -O vhdx gives the sizes our files have
+# nothing at the target; a conversion killed midway leaves nothing there
+# either, and its temporary file is not a VHDX.  measure -O vhdx gives the sizes our files have
 # (resize: vhdx-resize.sh).
 . "$(dirname "$0")/lib.sh"
 need qemu-img
@@ -57,7 +58,7 @@ for o in "" subformat=fixed block_state_zero=off \
     # our reader, and libyal's
     ok "$DISKIMG" check "$T/o.vhdx" > /dev/null
     ok "$DISKIMG" compare "$T/src.raw" "$T/o.vhdx" > /dev/null
-    case $o in ""|*fixed,*|block_size=1M)
+    case $o in ""|*fixed*|block_size=1M)
         ( yal_read "$T/o.vhdx" "$T/yal.raw" vhdx ) ; rc=$?
         [ $rc = 0 ] && { cmp "$T/yal.raw" "$T/src.raw" || fail "$o: vhdimount reads it differently"; }
         [ $rc = 0 ] || [ $rc = 77 ] || fail "$o: vhdimount" ;;
@@ -167,4 +168,22 @@ for kind in write sync; do
     done
 done
 
+
+# killed midway (slowed down by a delay on every write)
+DISKIMG_FAULT=write:1+:delay150 "$DISKIMG" convert -O vhdx -o block_size=1M "$T/f.raw" "$T/fo/out.vhdx" \
+    2> "$T/err" &
+pid=$!
+for ((i = 0; i < 250; i++)); do
+    ls -A "$T/fo" | grep -q diskimg- && break
+    kill -0 $pid 2>/dev/null || { cat "$T/err"; fail "kill: ended before it was killed"; }
+    sleep 0.02
+done
+sleep 0.3
+kill -KILL $pid
+wait $pid && fail "kill: not killed"
+[ -e "$T/fo/out.vhdx" ] && fail "kill: a file at the target path"
+left=$(ls -A "$T/fo")
+[[ $left == .out.vhdx.diskimg-* ]] || fail "kill: expected the temporary file, found: $left"
+qemu-img info -f vhdx "$T/fo/$left" > /dev/null 2>&1 && fail "kill: the temporary file is a VHDX"
+"$DISKIMG" info "$T/fo/$left" 2> /dev/null | grep -q "file format: vhdx" && fail "kill: ours reads it as a VHDX"
 echo ok

@@ -36,7 +36,7 @@ cannot make: differencing disks with sector bitmaps and parent locators,
     --parent-raw RAW     diff: the parent's guest content (for --expect)
     --corrupt WHAT       damage the image (see CORRUPTIONS)
 """
-import argparse, struct, sys, uuid
+import argparse, os, struct, sys, uuid
 
 MiB = 1 << 20
 KiB = 1024
@@ -377,27 +377,40 @@ def main():
         out.write(f)
 
     if a.expect:
-        if diff:
-            g = bytearray(open(a.parent_raw, 'rb').read()) if a.parent_raw else bytearray()
-            g = (g + bytearray(size))[:size]
-        else:
-            g = bytearray(size)
+        # written sparsely: only blocks that are not zeros
+        out = open(a.expect, 'wb')
+        out.truncate(size)
+        praw = open(a.parent_raw, 'rb') if diff and a.parent_raw else None
         for b in range(nblocks):
             lo, hi = b * bs, min(size, (b + 1) * bs)
             st = states.get(b)
+            g = None
+            if praw is not None and has_data(praw, lo, hi):
+                praw.seek(lo)
+                g = bytearray(praw.read(hi - lo).ljust(hi - lo, b'\0'))
             if b in blocks and (st is None or st in (6, 7)):
                 data, bits = blocks[b]
                 if diff and (bat[b + b // ratio] & 7) == 7:
+                    g = g if g is not None else bytearray(hi - lo)
                     for i in bits:
-                        s0 = lo + i * ls
-                        if s0 < hi:
-                            g[s0:s0 + ls] = data[i * ls:(i + 1) * ls]
+                        s0 = i * ls
+                        if lo + s0 < hi:
+                            g[s0:s0 + ls] = data[s0:s0 + ls]
                 else:
-                    g[lo:hi] = data[:hi - lo]
-            elif st in (2, 3) or (not diff):
-                g[lo:hi] = bytes(hi - lo)
-        with open(a.expect, 'wb') as out:
-            out.write(g)
+                    g = data[:hi - lo]
+            elif st in (2, 3) or not diff:
+                g = None
+            if g is not None:
+                out.seek(lo)
+                out.write(g)
+        out.close()
+
+def has_data(f, lo, hi):
+    """Whether the file has data (not a hole) in [lo, hi)."""
+    try:
+        return os.lseek(f.fileno(), lo, os.SEEK_DATA) < hi
+    except OSError:
+        return False
 
 def make_entry(lg, seq, tail, writes, zeros, flushed, last):
     nd = len(writes) + len(zeros)

@@ -34,7 +34,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 # the seeds, made again when their generators change
 stamp=$(cat tests/fuzz/make-seeds.sh tests/fuzz/make-vmdk-seeds.py tests/fuzz/make-qcow2-damaged.py \
-            tests/tools/vhdmake.py tests/tools/vdimake.py |
+            tests/tools/vhdmake.py tests/tools/vdimake.py tests/tools/vhdxmake.py |
         sha1sum | cut -c1-16)
 if [ "$(cat build-fuzz/seeds/.stamp 2>/dev/null)" != "$stamp" ]; then
     make --no-print-directory -s build/tools/genimg >/dev/null
@@ -57,10 +57,12 @@ dict_of() {
         t=${t%_*}
     done
 }
-# qcow2 seeds of 128 KiB to 2 MiB clusters are up to 14 MiB long
+# qcow2 seeds of 128 KiB to 2 MiB clusters are up to 14 MiB long; a VHDX
+# is at least 3 MiB (its regions are 1 MiB apart)
 max_len_of() {
     case $1 in
     fuzz_qcow2) echo "${FUZZ_MAX_LEN:-16777216}" ;;
+    fuzz_vhdx) echo "${FUZZ_MAX_LEN:-12582912}" ;;
     *) echo "${FUZZ_MAX_LEN:-524288}" ;;
     esac
 }

@@ -31,7 +31,7 @@ cannot make: differencing disks with sector bitmaps and parent locators,
                          (in place, the sectors logged hold 0x5A)
     --log-zero           a zero descriptor clears a 4 KiB garbage run the
                          file holds in the metadata region's free space
-    --log-size N         log length (default 1 MiB)
+    --log-size N         log length (default 1 MiB; 0: no log region)
     --expect RAW         write the guest content the image should read as
     --parent-raw RAW     diff: the parent's guest content (for --expect)
     --corrupt WHAT       damage the image (see CORRUPTIONS)
@@ -151,6 +151,8 @@ def main():
         nbat = nblocks + (nblocks - 1) // ratio
     bat_len = (nbat * 8 + MiB - 1) // MiB * MiB
     log_off, log_len = MiB, a.log_size
+    if a.log and not log_len:
+        sys.exit('a log needs --log-size')
     meta_off = log_off + log_len
     bat_off = meta_off + MiB
     pos = bat_off + bat_len
@@ -190,7 +192,8 @@ def main():
             place[b] = None
         else:
             bat[b + b // ratio] = pos | st
-            pos += bs
+            # the last block takes only what the disk uses (whole MiBs)
+            pos += bs if b < nblocks - 1 else (size - b * bs + MiB - 1) // MiB * MiB
     for b, st in states.items():
         if st not in (6, 7):
             bat[b + b // ratio] = st
@@ -288,7 +291,8 @@ def main():
     # block data
     for b, off in place.items():
         if off is not None:
-            f[off:off + bs] = blocks[b][0]
+            n = min(bs, file_end - off)
+            f[off:off + n] = blocks[b][0][:n]
     for c, (off, bm) in bitmaps.items():
         f[off:off + MiB] = bm
 

@@ -31,6 +31,9 @@ cannot make: differencing disks with sector bitmaps and parent locators,
                          (in place, the sectors logged hold 0x5A)
     --log-zero           a zero descriptor clears a 4 KiB garbage run the
                          file holds in the metadata region's free space
+    --log-overwrite      the first entry first writes garbage over every
+                         sector the log writes (and the zero run): the
+                         later writes must win
     --log-size N         log length (default 1 MiB; 0: no log region)
     --expect RAW         write the guest content the image should read as
     --parent-raw RAW     diff: the parent's guest content (for --expect)
@@ -132,6 +135,7 @@ def main():
     ap.add_argument('--log-stale', action='store_true')
     ap.add_argument('--log-data', action='store_true')
     ap.add_argument('--log-zero', action='store_true')
+    ap.add_argument('--log-overwrite', action='store_true')
     ap.add_argument('--log-size', type=int, default=MiB)
     ap.add_argument('--expect')
     ap.add_argument('--parent-raw')
@@ -336,6 +340,11 @@ def main():
         for k, part in enumerate(parts):
             z = zeros if k == a.log - 1 else []
             entries.append((part, z))
+        if a.log_overwrite:
+            junk = [(off, b'\xab' * 4096) for off, _ in writes]
+            if a.log > 1:   # (in one entry its zero descriptors come first)
+                junk += [(off, b'\xab' * 4096) for off, _ in zeros]
+            entries[0] = (junk + entries[0][0], entries[0][1])
         lengths = []
         for part, z in entries:
             nd = len(part) + len(z)

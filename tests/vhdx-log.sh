@@ -10,7 +10,8 @@
 # same content.  Logs laid out from the specification (tests/tools/
 # vhdxmake.py: several entries, a sequence that wraps around the end of the
 # ring, an older sequence beside the active one, block data and zero
-# descriptors in the log, 4096-byte sectors) read as the generator says,
+# descriptors in the log, sectors written twice (the later write wins),
+# 4096-byte sectors) read as the generator says,
 # as qemu-img reads them after its own replay (where it can), and replay
 # with check -r all.
 . "$(dirname "$0")/lib.sh"
@@ -61,7 +62,7 @@ ok "$DISKIMG" check "$T/r.vhdx"
 # logs from the specification
 M=1048576
 n=0
-for opts in "--log 1" "--log 3" "--log 2 --log-wrap" "--log 1 --log-wrap" \
+for opts in "--log 1 --log-overwrite" "--log 3 --log-overwrite --log-zero" "--log 2 --log-wrap" "--log 1 --log-wrap" \
             "--log 3 --log-wrap --log-data" "--log 2 --log-stale --log-zero" \
             "--log 4 --log-data --log-zero --log-stale" "--log 2 --sector 4096 --log-data" \
             "--log 2 --type diff --log-data --log-size 8388608"; do

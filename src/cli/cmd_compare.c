@@ -23,7 +23,7 @@ static const char help_text[] =
     "several requests in flight.  One image may be a pipe (\"-\" for standard\n"
     "input, or <(zstdcat disk.raw.zst)): it is read once, in order.\n"
     "\n"
-    "  -f FMT            format of IMG1 (raw, qcow2, vmdk, vpc, vdi, ova); default: probe\n"
+    "  -f FMT            format of IMG1 (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
     "  -F FMT            format of IMG2; default: probe\n"
     "  -s                strict: fail when the sizes or the allocation differ\n"
     "  -p                show progress on the terminal\n"

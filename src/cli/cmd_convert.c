@@ -36,7 +36,7 @@ static const char help_text[] =
     "DST '-' writes to standard output: raw, or qcow2 (the source, which must be\n"
     "a file, is then read twice: once to plan the layout, once to write it).\n"
     "\n"
-    "  -f FMT            source format (raw, qcow2, vmdk, vpc, vdi, ova); default: probe\n"
+    "  -f FMT            source format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
     "  -O FMT            output format (raw, qcow2, vmdk, vpc, vhdx, vdi); default raw\n"
     "  -o OPTS           output options, e.g. cluster_size=64K,compression_type=zstd\n"
     "                    (-o help lists them)\n"

@@ -19,7 +19,7 @@ static const char help_text[] =
     "Usage: diskimg info [OPTIONS] IMG\n"
     "Show the format, virtual size, allocated size and format details of IMG.\n"
     "\n"
-    "  -f FMT              image format (raw, qcow2, vmdk, vpc, vdi, ova); default: probe\n"
+    "  -f FMT              image format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
     "  --output=human|json output form (JSON keys as qemu-img info)\n"
     "  --backing-chain     also show every backing file (JSON: an array, top first)\n"
     "  --disk N            OVA: show the Nth disk in detail\n"

@@ -30,7 +30,7 @@ static const char help_text[] =
     "JSON lists every range with start, length, depth, present, zero, data and,\n"
     "when the bytes sit uncompressed in a file, offset.\n"
     "\n"
-    "  -f FMT              image format (raw, qcow2, vmdk, vpc, vdi, ova); default: probe\n"
+    "  -f FMT              image format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
     "  --output=human|json output form (default human)\n"
     "  --start-offset N    start at guest offset N (suffixes K, M, G, ...)\n"
     "  --max-length N      map at most N bytes\n"

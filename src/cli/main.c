@@ -28,7 +28,7 @@ static const struct command commands[] = {
 
 static const char usage_text[] =
     "Usage: diskimg COMMAND [OPTIONS] ARGS...\n"
-    "Convert, inspect and sparsify disk images (raw, qcow2, vmdk, vhd, vdi).\n"
+    "Convert, inspect and sparsify disk images (raw, qcow2, vmdk, vhd, vhdx, vdi).\n"
     "\n"
     "Commands:\n"
     "  convert  [-f FMT] [-O FMT] [-o OPTS] [-c] [-S SIZE] [-n] [-p] [-q] [-m N]\n"

@@ -31,12 +31,15 @@ cannot make: differencing disks with sector bitmaps and parent locators,
                          (in place, the sectors logged hold 0x5A)
     --log-zero           a zero descriptor clears a 4 KiB garbage run the
                          file holds in the metadata region's free space
-    --log-size N         log length (default 1 MiB)
+    --log-overwrite      the first entry first writes garbage over every
+                         sector the log writes (and the zero run): the
+                         later writes must win
+    --log-size N         log length (default 1 MiB; 0: no log region)
     --expect RAW         write the guest content the image should read as
     --parent-raw RAW     diff: the parent's guest content (for --expect)
     --corrupt WHAT       damage the image (see CORRUPTIONS)
 """
-import argparse, struct, sys, uuid
+import argparse, os, struct, sys, uuid
 
 MiB = 1 << 20
 KiB = 1024
@@ -132,6 +135,7 @@ def main():
     ap.add_argument('--log-stale', action='store_true')
     ap.add_argument('--log-data', action='store_true')
     ap.add_argument('--log-zero', action='store_true')
+    ap.add_argument('--log-overwrite', action='store_true')
     ap.add_argument('--log-size', type=int, default=MiB)
     ap.add_argument('--expect')
     ap.add_argument('--parent-raw')
@@ -151,6 +155,8 @@ def main():
         nbat = nblocks + (nblocks - 1) // ratio
     bat_len = (nbat * 8 + MiB - 1) // MiB * MiB
     log_off, log_len = MiB, a.log_size
+    if a.log and not log_len:
+        sys.exit('a log needs --log-size')
     meta_off = log_off + log_len
     bat_off = meta_off + MiB
     pos = bat_off + bat_len
@@ -190,7 +196,8 @@ def main():
             place[b] = None
         else:
             bat[b + b // ratio] = pos | st
-            pos += bs
+            # the last block takes only what the disk uses (whole MiBs)
+            pos += bs if b < nblocks - 1 else (size - b * bs + MiB - 1) // MiB * MiB
     for b, st in states.items():
         if st not in (6, 7):
             bat[b + b // ratio] = st
@@ -288,7 +295,8 @@ def main():
     # block data
     for b, off in place.items():
         if off is not None:
-            f[off:off + bs] = blocks[b][0]
+            n = min(bs, file_end - off)
+            f[off:off + n] = blocks[b][0][:n]
     for c, (off, bm) in bitmaps.items():
         f[off:off + MiB] = bm
 
@@ -332,6 +340,11 @@ def main():
         for k, part in enumerate(parts):
             z = zeros if k == a.log - 1 else []
             entries.append((part, z))
+        if a.log_overwrite:
+            junk = [(off, b'\xab' * 4096) for off, _ in writes]
+            if a.log > 1:   # (in one entry its zero descriptors come first)
+                junk += [(off, b'\xab' * 4096) for off, _ in zeros]
+            entries[0] = (junk + entries[0][0], entries[0][1])
         lengths = []
         for part, z in entries:
             nd = len(part) + len(z)
@@ -377,27 +390,40 @@ def main():
         out.write(f)
 
     if a.expect:
-        if diff:
-            g = bytearray(open(a.parent_raw, 'rb').read()) if a.parent_raw else bytearray()
-            g = (g + bytearray(size))[:size]
-        else:
-            g = bytearray(size)
+        # written sparsely: only blocks that are not zeros
+        out = open(a.expect, 'wb')
+        out.truncate(size)
+        praw = open(a.parent_raw, 'rb') if diff and a.parent_raw else None
         for b in range(nblocks):
             lo, hi = b * bs, min(size, (b + 1) * bs)
             st = states.get(b)
+            g = None
+            if praw is not None and has_data(praw, lo, hi):
+                praw.seek(lo)
+                g = bytearray(praw.read(hi - lo).ljust(hi - lo, b'\0'))
             if b in blocks and (st is None or st in (6, 7)):
                 data, bits = blocks[b]
                 if diff and (bat[b + b // ratio] & 7) == 7:
+                    g = g if g is not None else bytearray(hi - lo)
                     for i in bits:
-                        s0 = lo + i * ls
-                        if s0 < hi:
-                            g[s0:s0 + ls] = data[i * ls:(i + 1) * ls]
+                        s0 = i * ls
+                        if lo + s0 < hi:
+                            g[s0:s0 + ls] = data[s0:s0 + ls]
                 else:
-                    g[lo:hi] = data[:hi - lo]
-            elif st in (2, 3) or (not diff):
-                g[lo:hi] = bytes(hi - lo)
-        with open(a.expect, 'wb') as out:
-            out.write(g)
+                    g = data[:hi - lo]
+            elif st in (2, 3) or not diff:
+                g = None
+            if g is not None:
+                out.seek(lo)
+                out.write(g)
+        out.close()
+
+def has_data(f, lo, hi):
+    """Whether the file has data (not a hole) in [lo, hi)."""
+    try:
+        return os.lseek(f.fileno(), lo, os.SEEK_DATA) < hi
+    except OSError:
+        return False
 
 def make_entry(lg, seq, tail, writes, zeros, flushed, last):
     nd = len(writes) + len(zeros)

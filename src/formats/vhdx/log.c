@@ -20,9 +20,12 @@
  * of the file's metadata and blocks goes through (vhdx_vread), so info,
  * convert and compare read the replayed image while the file stays as it
  * is.  A file shorter than the head's FlushedFileOffset lost writes the
- * log relied on: an error.  The file is taken as extended to the head's
- * LastFileOffset (zeros).  check -r all writes the overlay into the file
- * (vhdx_log_commit) and then both headers without the log.
+ * log relied on: an error.  The log may write past the end of the file (up
+ * to the head's LastFileOffset): the file is then taken as extended to its
+ * last write, and past its real end only the bytes the log writes are
+ * there (anything else there is a truncated image, never zeros).
+ * check -r all writes the overlay into the file (vhdx_log_commit) and then
+ * both headers without the log.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -313,16 +316,21 @@ const struct vhdx_ov_seg *vhdx_ov_find(const struct vhdx_overlay *ov, uint64_t o
     return NULL;
 }
 
+static int past_end(struct vhdx *v, uint64_t len, uint64_t off, const char *what)
+{
+    return diag_fail(D(v), -EINVAL, v->bd.filename, (int64_t)off, "%s (%llu bytes at %llu) is "
+                     "past the end of the file (%llu bytes): truncated image", what,
+                     (unsigned long long)len, (unsigned long long)off,
+                     (unsigned long long)v->file_size);
+}
+
 int vhdx_vread(struct vhdx *v, void *buf, size_t len, uint64_t off, const char *what)
 {
     uint8_t *p = buf;
     int r;
 
     if (off > v->vfile_size || len > v->vfile_size - off)
-        return diag_fail(D(v), -EINVAL, v->bd.filename, (int64_t)off, "%s (%zu bytes at "
-                         "%llu) is past the end of the file (%llu bytes): truncated image",
-                         what, len, (unsigned long long)off,
-                         (unsigned long long)v->vfile_size);
+        return past_end(v, len, off, what);
     uint64_t in = off < v->file_size ? v->file_size - off : 0;
     if (in > len)
         in = len;
@@ -330,8 +338,10 @@ int vhdx_vread(struct vhdx *v, void *buf, size_t len, uint64_t off, const char *
         return r;
     if (in < len)
         memset(p + in, 0, len - (size_t)in);
-    if (!v->ov.n || v->log.written)
+    if (v->log.written)
         return 0;
+    /* past the file's end only what the log writes is there */
+    uint64_t need = off + in;
     for (const struct vhdx_ov_seg *s = vhdx_ov_find(&v->ov, off, len);
          s && s < v->ov.seg + v->ov.n && s->off < off + len; s++) {
         uint64_t a = s->off > off ? s->off : off;
@@ -340,7 +350,11 @@ int vhdx_vread(struct vhdx *v, void *buf, size_t len, uint64_t off, const char *
             memcpy(p + (a - off), s->data + (a - s->off), (size_t)(b - a));
         else
             memset(p + (a - off), 0, (size_t)(b - a));
+        if (a <= need && b > need)
+            need = b;
     }
+    if (need < off + len)
+        return past_end(v, off + len - need, need, what);
     return 0;
 }
 
@@ -348,13 +362,12 @@ int vhdx_vread(struct vhdx *v, void *buf, size_t len, uint64_t off, const char *
 
 /* Turn the entries tail..head into ops; data sectors are copied into
  * v->ov.data. */
-static int collect(struct vhdx *v, struct scan *s, const struct active *a, struct op **out,
-                   size_t *nout)
+static int collect(struct vhdx *v, struct scan *s, const struct active *a, uint64_t limit,
+                   struct op **out, size_t *nout)
 {
     size_t n = 0, cap = 0, nsec = 0;
     struct op *ops = NULL;
     uint32_t p = a->tail;
-    uint64_t limit = v->vfile_size;
     char why[200];
 
     /* count the data sectors first (one buffer for all of them) */
@@ -474,8 +487,9 @@ int vhdx_log_replay(struct vhdx *v)
                       (unsigned long long)head.flushed_file_offset);
         goto out;
     }
-    if (head.last_file_offset > v->vfile_size)
-        v->vfile_size = head.last_file_offset;
+    /* the log may write past the end of the file (up to its LastFileOffset) */
+    uint64_t limit = head.last_file_offset > v->file_size ? head.last_file_offset
+                                                         : v->file_size;
     struct vhdx_log_hdr tail;
     vhdx_log_hdr_decode(ring + a.tail, s.len, &tail, why, sizeof(why));
     v->log = (struct vhdx_log_state){
@@ -486,9 +500,16 @@ int vhdx_log_replay(struct vhdx *v)
     };
     struct op *ops = NULL;
     size_t n = 0;
-    if ((r = collect(v, &s, &a, &ops, &n)) < 0)
+    if ((r = collect(v, &s, &a, limit, &ops, &n)) < 0)
         goto out;
     r = build_segments(v, ops, n);
+    /* the file as the log leaves it ends after its last write (a range
+     * past the file's end that the log does not write is not there) */
+    if (r == 0 && v->ov.n) {
+        const struct vhdx_ov_seg *last = &v->ov.seg[v->ov.n - 1];
+        if (last->off + last->len > v->vfile_size)
+            v->vfile_size = last->off + last->len;
+    }
     free(ops);
 out:
     bd_table_return(&v->bd, 2ull * h->log_length);

@@ -78,7 +78,7 @@ static int read_regions(struct vhdx *v)
 {
     uint8_t *b = malloc(VHDX_REGION_SIZE);
     char err[2][160];
-    int r[2] = { 0, 0 };
+    int r[2] = { 1, 1 };        /* 1: not tried */
 
     if (!b)
         return diag_fail(D(v), -ENOMEM, v->bd.filename, -1, "out of memory");

@@ -156,12 +156,13 @@ int vhdx_block_status(struct bd *bd, uint64_t off, uint64_t len, struct bd_exten
     }
     if (s)
         e->len = n = s->off - host;
+    /* past the file's end only the log's writes (handled above) are there */
+    if (host >= v->file_size)
+        return diag_fail(bd->diag, -EINVAL, bd->filename, (int64_t)host, "block data at "
+                         "%llu is past the end of the file (%llu bytes): truncated image",
+                         (unsigned long long)host, (unsigned long long)v->file_size);
     e->host_offset = (int64_t)host;
     e->host = bd;
-    if (host >= v->file_size) {
-        e->flags |= BD_ZERO;        /* past the end: the log extended the file */
-        return 0;
-    }
     if (n > v->file_size - host)
         e->len = n = v->file_size - host;
     bool hole;

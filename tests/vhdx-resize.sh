@@ -3,6 +3,7 @@
 # region and past it (the BAT moves to the end of the file), growing a
 # fixed image by allocated blocks, shrinking with --shrink only (the file
 # is cut, and what lay past the end reads as zeros when it grows again).
+# The same for images qemu-img made.
 # Every result passes qemu-img check and our check, keeps its content
 # (qemu-img compare, vhdimount), and takes qemu's writes.  A resize failed
 # at any one of its writes or syncs (DISKIMG_FAULT) leaves a valid image of
@@ -57,6 +58,21 @@ cp "$T/src.raw" "$T/s100.raw"; truncate -s 100M "$T/s100.raw"
 qemu-img compare "$T/s100.raw" "$T/rf.vhdx" > /dev/null || fail "fixed resize: content"
 ok "$DISKIMG" measure -O vhdx -o subformat=fixed,block_size=1M --size 100M > "$T/m"
 grep -qx "required size: $(stat -c %s "$T/rf.vhdx")" "$T/m" || fail "fixed resize: not the size of a new fixed image"
+
+# images qemu-img made (its layout: 4 MiB past the metadata, regions not
+# marked required, a fixed image's blocks after its preallocated ones)
+for o in "" subformat=fixed; do
+    qemu-img convert -O vhdx ${o:+-o $o} "$T/src.qcow2" "$T/q.vhdx"
+    cp "$T/q.vhdx" "$T/q2.vhdx"
+    ok "$DISKIMG" resize "$T/q.vhdx" 1100G > /dev/null
+    qemu-img check "$T/q.vhdx" > /dev/null || fail "qemu's $o, grown: check"
+    [ "$(vsize "$T/q.vhdx")" = $((1100 << 30)) ] || fail "qemu's $o, grown: size"
+    ok "$DISKIMG" compare "$T/src.qcow2" "$T/q.vhdx" > /dev/null
+    ok "$DISKIMG" resize --shrink "$T/q2.vhdx" 30M > /dev/null
+    qemu-img check "$T/q2.vhdx" > /dev/null || fail "qemu's $o, shrunk: check"
+    head -c $((30 * M)) "$T/src.raw" > "$T/s30.raw"
+    qemu-img compare "$T/s30.raw" "$T/q2.vhdx" > /dev/null || fail "qemu's $o, shrunk: content"
+done
 
 # a resize failed at any write or sync: a valid image, old size or new,
 # content kept

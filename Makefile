@@ -69,7 +69,7 @@ endif
 # just because it exists.  libdiskimg.a (never prints, exits or installs
 # signal handlers) is these; the program is src/cli/.
 SRC_DIRS := src src/formats src/formats/qcow2 src/formats/vmdk src/formats/ova \
-            src/formats/vhd src/formats/vdi src/formats/raw src/codec src/io src/util src/zerodetect
+            src/formats/vhd src/formats/vhdx src/formats/vdi src/formats/raw src/codec src/io src/util src/zerodetect
 LIB_SRC  := $(sort $(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))

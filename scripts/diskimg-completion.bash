@@ -18,7 +18,7 @@
 
 declare -gA _diskimg_help_cache
 
-_diskimg_formats="raw qcow2 vmdk vpc vhd vdi ova"
+_diskimg_formats="raw qcow2 vmdk vpc vhd vhdx vdi ova"
 _diskimg_cache_modes="none writeback unsafe writethrough directsync"
 
 # _diskimg_help BIN [CMD]: the help text in REPLY (cached).

@@ -58,9 +58,9 @@ done
 
 # option values
 offers convert -f "" -- raw qcow2 vmdk vpc vdi ova
-offers convert -O "" -- raw qcow2 vmdk vpc vdi '!ova'
-offers create -f v -- vmdk vpc vdi
-offers measure -O "" -- raw qcow2 vpc vdi
+offers convert -O "" -- raw qcow2 vmdk vpc vhdx vdi '!ova'
+offers create -f v -- vmdk vpc vhdx vdi
+offers measure -O "" -- raw qcow2 vpc vhdx vdi
 offers convert -O q -- qcow2 '!raw'
 offers compare -F "" -- raw qcow2 vmdk
 offers compare -f v -- vmdk vpc vdi

@@ -14,7 +14,8 @@ glob=${1:-*}
 C=$T/corpus
 # made once per test run (both builds read the same cases): keyed by the
 # generator and the qemu-img that helped make them
-key=bad-images-$( { cat "$TOP/tests/corpus/make-bad-images.sh"; qemu-img --version; } |
+key=bad-images-$( { cat "$TOP/tests/corpus/make-bad-images.sh" "$TOP/tests/tools/vhdxpatch.py" \
+                    "$TOP/tests/tools/vhdxmake.py"; qemu-img --version; } |
                   sha1sum | cut -c1-16)
 cached "$key" "$C" "$TOP/tests/corpus/make-bad-images.sh" || fail "make-bad-images.sh failed"
 O=$T/out

@@ -14,7 +14,7 @@
 
 const char *const cli_version_text =
     "diskimg " DISKIMG_VERSION "\n"
-    "Converts raw, qcow2, vmdk, vhd (vpc) and vdi disk images; qemu-img compatible options.\n";
+    "Converts raw, qcow2, vmdk, vhd (vpc), vhdx and vdi disk images; qemu-img compatible options.\n";
 
 void cli_put_line(FILE *f, const char *s)
 {

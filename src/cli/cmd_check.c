@@ -21,7 +21,8 @@ static const char help_text[] =
     "                     [--allow-external] IMG\n"
     "Verify the metadata of an image (qcow2: every refcount, table and flag;\n"
     "vmdk: every grain inside its file and clear of the metadata; vpc: the footer,\n"
-    "its copy and every BAT entry; vdi: the block map, as qemu-img).\n"
+    "its copy and every BAT entry; vdi: the block map, as qemu-img; vhdx: the log,\n"
+    "headers, region tables and every BAT entry).\n"
     "\n"
     "  -f, --format FMT  image format (default: probed)\n"
     "  --output=FMT      human (default) or json, with qemu-img's field names\n"
@@ -33,6 +34,8 @@ static const char help_text[] =
     "                    all = also raise those too low, rebuild a damaged refcount\n"
     "                    structure and fix copied flags; then check again (refused,\n"
     "                    nothing written, when not every reference can be counted)\n"
+    "                    vhdx: all = replay the log into the file, rewrite a damaged\n"
+    "                    header or region table copy\n"
     "\n"
     "Exit status: 0 no problems (left), 2 corruptions found, 3 only leaked clusters\n"
     "found, 1 the check could not be completed, 63 the format does not support checks.\n";

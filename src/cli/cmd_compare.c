@@ -23,7 +23,7 @@ static const char help_text[] =
     "several requests in flight.  One image may be a pipe (\"-\" for standard\n"
     "input, or <(zstdcat disk.raw.zst)): it is read once, in order.\n"
     "\n"
-    "  -f, --a-format FMT  format of IMG1 (raw, qcow2, vmdk, vpc, vdi, ova);\n"
+    "  -f, --a-format FMT  format of IMG1 (raw, qcow2, vmdk, vpc, vhdx, vdi, ova)\n"
     "                    default: probe\n"
     "  -F, --b-format FMT  format of IMG2; default: probe\n"
     "  -s, --strict      fail when the sizes or the allocation differ\n"

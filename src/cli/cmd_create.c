@@ -24,9 +24,11 @@ static const char help_text[] =
     "Create a new empty image IMG of SIZE bytes (suffixes K, M, G, T, P, E).\n"
     "An existing IMG is replaced; the new image appears only once complete.\n"
     "\n"
-    "  -f, --format FMT     image format: raw (default), qcow2, vmdk, vpc or vdi\n"
+    "  -f, --format FMT     image format (raw, qcow2, vmdk, vpc, vhdx, vdi)\n"
+    "                       default raw\n"
     "  -o, --options OPTS   format options, e.g. cluster_size=64K,compat=0.10 or\n"
-    "                       subformat=streamOptimized (-o help lists them)\n"
+    "                       subformat=streamOptimized or (vhdx)\n"
+    "                       block_size=32M,subformat=fixed (-o help lists them)\n"
     "  -b, --backing BACKING  qcow2, vmdk: backing file (relative to IMG's folder);\n"
     "                       SIZE defaults to its size\n"
     "  -F, --backing-format BFMT  format of BACKING (required with -b)\n"
@@ -199,7 +201,7 @@ int cmd_create(int argc, char **argv)
     }
     const struct bd_driver *drv = bd_find_driver(a.fmt);
     if (!drv || !drv->create) {
-        cli_error("%s: unknown or read-only format '%s' (use raw, qcow2, vmdk, vpc or vdi)",
+        cli_error("%s: unknown or read-only format '%s' (use raw, qcow2, vmdk, vpc, vhdx or vdi)",
                   a.img ? a.img : "", a.fmt);
         goto fail_args;
     }

@@ -31,14 +31,14 @@ static const struct command commands[] = {
 
 static const char usage_text[] =
     "Usage: diskimg COMMAND [OPTIONS] ARGS...\n"
-    "Convert, inspect and sparsify disk images (raw, qcow2, vmdk, vhd, vdi).\n"
+    "Convert, inspect and sparsify disk images (raw, qcow2, vmdk, vhd, vhdx, vdi).\n"
     "\n"
     "Commands:\n"
     "  convert  [-f FMT] [-O FMT] [-o OPTS] [-c] [-S SIZE] [-n] [-p] [-q] [-m N]\n"
     "           [-W] [-t CACHE] [-B BACKING] SRC... DST\n"
     "                       copy an image, leaving zero ranges as holes\n"
     "  create   [-q] [-f FMT] [-o OPTS] [-b BACKING -F BFMT] [-u] IMG [SIZE]\n"
-    "                       create a new empty image (raw, qcow2, vmdk, vpc, vdi)\n"
+    "                       create a new empty image (raw, qcow2, vmdk, vpc, vhdx, vdi)\n"
     "  info     [-f FMT] [--output=human|json] [--backing-chain] IMG\n"
     "                       show the format, sizes and details of an image\n"
     "  check    [-f FMT] [--output=human|json] [-r leaks|all] IMG\n"

@@ -5,6 +5,8 @@
 #include "formats/qcow2/write.h"
 #include "formats/vdi/vdi.h"
 #include "formats/vhd/vhd.h"
+#include "formats/vhdx/vhdx.h"
+#include "formats/vhdx/write.h"
 #include "formats/vmdk/vmdk.h"
 #include "formats/vmdk/write.h"
 
@@ -12,6 +14,7 @@ const struct bd_driver *const bd_drivers[] = {
     &bd_qcow2,
     &bd_vmdk,
     &bd_vhd,
+    &bd_vhdx,
     &bd_vdi,
     &bd_ova,
     &bd_raw,
@@ -28,6 +31,8 @@ const struct bd_driver *const bd_writers[] = {
     &bd_vmdkw_stream,
     &bd_vhdw_dynamic,
     &bd_vhdw_fixed,
+    &bd_vhdxw_dynamic,
+    &bd_vhdxw_fixed,
     &bd_vdiw,
     NULL,
 };

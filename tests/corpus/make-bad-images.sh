@@ -14,9 +14,11 @@
 # `ok` while convert is `bad`: info does not read data clusters.  CHECK is
 # the exit status `diskimg check FILE` must give (2: corruptions found), or
 # `-` (not run).
-# tests/corpus-bad-images.sh runs them.  Needs qemu-img, qemu-io, od, dd.
+# tests/corpus-bad-images.sh runs them.  Needs qemu-img, qemu-io, od, dd,
+# python3 (tests/tools/vhdxpatch.py: VHDX fields behind a CRC-32C).
 set -eu
 out=${1:?usage: make-bad-images.sh OUTDIR}
+tools=$(cd "$(dirname "$0")/../tools" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$out"
@@ -590,6 +592,78 @@ for ext in vhd vhdx vdi; do
     cp "$work/noise" "named-noise.$ext"
     case_ "named-noise.$ext" bad bad "named like a $ext image but no known format signature"
 done
+
+# ---- vhdx ---------------------------------------------------------------
+# an 8 MiB dynamic disk with 1 MiB blocks, data in blocks 0 and 5 (qemu's
+# layout: headers, log at 1M, BAT at 2M, metadata at 3M with its items at
+# 64K, blocks at 8M and 9M); fields behind a CRC-32C are changed with
+# tests/tools/vhdxpatch.py, which makes the checksums right again
+X=$work/d.vhdx
+qemu-img create -q -f vhdx -o block_size=1M "$X" 8M
+qemu-io -f vhdx -c 'write -P 0x51 0 64k' -c 'write -P 0x52 5M 64k' "$X" >/dev/null
+XSIZE=$(fsize "$X")
+XP="python3 $tools/vhdxpatch.py"
+vx() {  # vx NAME INFO CONVERT REGEX EDIT...
+    local name=vhdx-$1.vhdx info=$2 conv=$3 re=$4; shift 4
+    cp "$X" "$name"; $XP "$name" "$@"
+    case_ "$name" "$info" "$conv" "$re"
+}
+cp "$X" vhdx-base.vhdx
+case_ vhdx-base.vhdx ok ok ""
+vx hdr-both-bad bad bad "no valid header: header checksum mismatch" bad.hdr.both
+vx hdr-version bad bad "unsupported header version 2" hdr.both.version=2
+vx hdr-same-seq bad bad "the two headers differ but have the same sequence number 7" \
+    hdr.both.seq=7 hdr.2.data_guid=new
+vx hdr-log-offset bad bad "log of 1048576 bytes at 4096 is not on 1 MiB boundaries" hdr.both.log_offset=4096
+vx log-empty bad bad "the header names a log, but the log holds no valid entry sequence" hdr.both.log_guid=new
+vx log-past-end bad bad "log of 1048576 bytes at 1099511627776 is past the end of the file" \
+    hdr.both.log_guid=new hdr.both.log_offset=0x10000000000
+vx log-huge bad bad "log of 4293918720 bytes to replay" hdr.both.log_guid=new hdr.both.log_length=0xfff00000
+vx rt-both-bad bad bad "region table checksum mismatch .*region table 2" raw.$((192 * 1024 + 100))=01 \
+    raw.$((256 * 1024 + 100))=01
+CHECK=2 vx rt-1-bad ok same vhdx-base.vhdx raw.$((192 * 1024 + 100))=01
+vx rt-required bad bad "region 2 has an unknown type 11111111-2222-3333-4444-555555555555 marked required" \
+    rt.both.count=3 rt.both.2.guid=11111111-2222-3333-4444-555555555555 rt.both.2.off=0x600000 \
+    rt.both.2.len=0x100000 rt.both.2.required=1
+vx rt-overlap bad bad "regions 0 and 1 overlap" rt.both.1.off=0x200000
+vx rt-bat-past bad bad "BAT region of 1048576 bytes at 1099511627776 is past the end of the file" \
+    rt.both.0.off=0x10000000000
+vx rt-bat-on-log bad bad "BAT region overlaps the log at 1048576" rt.both.0.off=0x100000
+vx rt-count bad bad "region table of 5000 entries \(at most 2047\)" rt.both.count=5000
+vx rt-misaligned bad bad "region 1 .*not a non-empty range on 1 MiB boundaries" rt.both.1.off=0x300200
+vx meta-sig bad bad "no metadata table signature" raw.$((3 << 20))=00
+vx meta-item-past bad bad "metadata item 1 \(virtual disk size\): 8 bytes at 2097152 are not inside" \
+    meta.1.off=0x200000
+vx meta-overlap bad bad "metadata items [0-9] and [0-9] overlap" meta.1.off=0x10004
+vx meta-required bad bad "metadata item 5 has an unknown type 99999999-2222-3333-4444-555555555555 marked required" \
+    raw.$(( (3 << 20) + 10 ))=0600 \
+    raw.$(( (3 << 20) + 32 + 5 * 32 ))=9999999922223333444455555555555500000100080000000400000000000000
+vx meta-missing bad bad "metadata table has no page 83 data item" raw.$(( (3 << 20) + 10 ))=0200
+vx block-3m bad bad "block size 3145728 is not a power of two" item.caa16737-fa36-4d43-b3b6-33f0aa44e76b=00003000
+vx sector-1k bad bad "logical sector size 1024 is neither 512 nor 4096" \
+    item.8141bf1d-a96f-4709-ba47-f233a8faab5f=00040000
+vx size-huge bad bad "virtual disk size 71468255805440 is not from 1 byte to 64 TiB" \
+    item.2fa54224-cd1b-4876-b211-5dbed83bf4b8=0000000000410000
+vx size-odd bad bad "virtual disk size 1000 is not a multiple of the logical sector size 512" \
+    item.2fa54224-cd1b-4876-b211-5dbed83bf4b8=e803000000000000
+vx bat-small bad bad "BAT region of 1048576 bytes cannot hold the 16781311 entries" \
+    item.2fa54224-cd1b-4876-b211-5dbed83bf4b8=0000000000100000
+vx parent-no-locator bad bad "differencing disk without a parent locator" \
+    item.caa16737-fa36-4d43-b3b6-33f0aa44e76b=0000100002000000
+CHECK=2 vx block-past-end ok bad "BAT entry 5 \(block 5\): block at 1099511627776 is past the end of the file" \
+    bat.5=0x10000000006
+CHECK=2 vx block-on-meta ok bad "BAT entry 0 \(block 0\): block at 3145728 overlaps the metadata region" bat.0=0x300006
+CHECK=2 vx block-on-header ok bad "BAT entry 0 \(block 0\): payload BAT entry \(state 6\) points at 0, inside the first MiB" \
+    bat.0=0x6
+CHECK=2 vx block-twice ok bad "BAT entry 0 \(block 0\): block at 8388608 overlaps another block" bat.5=0x800006
+CHECK=2 vx block-state-4 ok bad "BAT entry 0 \(block 0\): payload BAT entry has unknown state 4" bat.0=0x800004
+CHECK=2 vx block-reserved ok bad "BAT entry 0 \(block 0\): BAT entry 0000000000800406 has reserved bits set" \
+    bat.0=0x800406
+CHECK=2 vx block-partial ok bad "partially present block in a disk without a parent" bat.0=0x800007
+head -c $((XSIZE - 512 * 1024)) "$X" > vhdx-truncated.vhdx
+CHECK=2 case_ vhdx-truncated.vhdx ok bad "block at 9437184 is past the end of the file.*truncated"
+head -c 200000 "$X" > vhdx-short.vhdx
+case_ vhdx-short.vhdx bad bad "too short for a VHDX header section"
 
 # ---- vdi ----------------------------------------------------------------
 # an 8 MiB dynamic image with blocks 0 and 3 (header 512, map at 512, data

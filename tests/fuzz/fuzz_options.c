@@ -1,6 +1,6 @@
 /* Fuzz target: the command-line value parsers, which see text from users
  * and scripts: `-o` option lists (kvopts), sizes (size_parse, size_human)
- * and the qcow2 writer's option validation on top of them.
+ * and the qcow2 and vhdx writers' option validation on top of them.
  * Input: any bytes; a NUL splits it into an option list and a size. */
 #include <errno.h>
 #include <stdio.h>
@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "formats/qcow2/write.h"
+#include "formats/vhdx/format.h"
+#include "formats/vhdx/write.h"
 #include "fuzz_common.h"
 #include "util/kvopts.h"
 #include "util/size.h"
@@ -61,6 +63,30 @@ static void fuzz_kvopts(const char *s)
         co.o = &o;
         if (qcow2w_parse_params(&o, &co, &p, err, sizeof(err)) == 0)
             qcow2w_l1_entries(&p, err, sizeof(err));
+        /* the vhdx writer's: what it accepts is a layout it can write */
+        static const uint64_t sizes[] = { 1, 1000, UINT64_C(1) << 30, VHDX_MAX_SIZE,
+                                          VHDX_MAX_SIZE + 1 };
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            struct vhdxw_params vp;
+            struct vhdxw_layout l;
+            char line[512];
+            for (size_t j = 0; j < o.n; j++)
+                o.v[j].used = false;
+            co.size = sizes[i];
+            vhdxw_describe_create(&co, line, sizeof(line));
+            check(memchr(line, '\0', sizeof(line)) != NULL, "vhdx describe: no NUL");
+            if (vhdxw_parse_params(&o, sizes[i], &vp, err, sizeof(err)) != 0)
+                continue;
+            check(vp.block_size >= VHDX_MIN_BLOCK && vp.block_size <= VHDX_MAX_BLOCK &&
+                  !(vp.block_size & (vp.block_size - 1)), "vhdx: block size");
+            check(vp.log_size >= VHDX_MIB && vp.log_size % VHDX_MIB == 0, "vhdx: log size");
+            check(vp.size >= sizes[i] && vp.size % 512 == 0 && vp.size <= VHDX_MAX_SIZE,
+                  "vhdx: size");
+            vhdxw_layout(&vp, &l);
+            check(l.bat_entries * VHDX_BAT_ENTRY_SIZE <= l.bat_len && l.bat_len <= UINT32_MAX &&
+                  l.meta_off == l.bat_off + l.bat_len && l.data_off % VHDX_MIB == 0,
+                  "vhdx: layout");
+        }
         kvopts_unused(&o);
     }
     kvopts_free(&o);

@@ -328,6 +328,41 @@ for s in dyn-4k dyn-512 diff-w2ru fixed-win creator-vpc_-dyn; do
     python3 "$top/tests/fuzz/cut-seeds.py" "$h/$s.vhd" "$h"
 done
 
+# ---- vhdx ---------------------------------------------------------------
+# (at least 3 MiB each: the header section, metadata and BAT regions are
+# 1 MiB apart by the format)
+x=$out/fuzz_vhdx
+mkdir -p "$x"
+mkvhdx="python3 $top/tests/tools/vhdxmake.py"
+M=$((1 << 20))
+qemu-img create -q -f vhdx -o block_size=1M,log_size=1M "$x/qemu-dyn.vhdx" 2M
+qemu-io -f vhdx -c 'write -P 0x11 0 4k' -c 'write -z 1M 4k' "$x/qemu-dyn.vhdx" >/dev/null
+qemu-img create -q -f vhdx -o block_size=1M,log_size=1M,block_state_zero=on "$x/qemu-zero.vhdx" 2M
+qemu-io -f vhdx -c 'write -P 0x12 512 512' -c 'discard 1M 1M' "$x/qemu-zero.vhdx" >/dev/null
+qemu-img create -q -f vhdx -o subformat=fixed,block_size=1M,log_size=1M "$x/qemu-fixed.vhdx" 1M
+W="--write 0:4096:0x21 --write 8192:512:0x22"
+$mkvhdx "$x/b1m.vhdx" --size $((2 * M)) --log-size 0 $W
+$mkvhdx "$x/b2m-4k.vhdx" --size $((2 * M)) --block $((2 * M)) --sector 4096 --log-size 0 \
+    --write 0:8192:0x24
+$mkvhdx "$x/b32m.vhdx" --size $M --block $((32 * M)) --log-size 0 $W
+$mkvhdx "$x/b256m.vhdx" --size $M --block $((256 * M)) --log-size 0 --write 4096:512:0x23
+$mkvhdx "$x/fixed.vhdx" --type fixed --size $((2 * M)) --log-size 0 $W
+$mkvhdx "$x/states.vhdx" --size $((4 * M)) --log-size 0 --state 0:2 --state 1:3 --state 2:1 $W
+$mkvhdx "$x/dirty1.vhdx" --size $M --log 1 $W
+$mkvhdx "$x/dirty3-wrap.vhdx" --size $((2 * M)) --log 3 --log-wrap --log-zero $W
+$mkvhdx "$x/dirty-data.vhdx" --size $M --log 2 --log-data --log-stale $W
+$mkvhdx "$tmp/xp.vhdx" --size $((2 * M)) --log-size 0 --write 0:$M:0x31
+$mkvhdx "$x/diff.vhdx" --type diff --size $((2 * M)) --log-size 0 --parent "$tmp/xp.vhdx" \
+    --loc 'relative_path=.\xp.vhdx' --loc 'absolute_win32_path=C:\x\xp.vhdx' \
+    --write 512:512:0x32 --write 4096:4096:0x33
+$mkvhdx "$x/diff-4k.vhdx" --type diff --size $((2 * M)) --sector 4096 --log-size 0 \
+    --linkage '{00000000-1111-2222-3333-444444444444}' --loc volume_path=p.vhdx \
+    --write 8192:4096:0x34 --state 1:2
+$mkvhdx "$x/diff-dirty.vhdx" --type diff --size $M --log 1 --parent "$tmp/xp.vhdx" \
+    --loc relative_path=xp.vhdx --write 512:512:0x35
+$mkvhdx "$x/region2.vhdx" --size $M --log-size 0 --corrupt region1 $W
+$mkvhdx "$x/header-old.vhdx" --size $M --log-size 0 --corrupt header $W
+
 # ---- vdi ----------------------------------------------------------------
 w=$out/fuzz_vdi
 mkdir -p "$w"

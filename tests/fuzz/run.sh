@@ -34,7 +34,8 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 # the seeds, made again when their generators change
 stamp=$(cat tests/fuzz/make-seeds.sh tests/fuzz/make-vmdk-seeds.py tests/fuzz/make-qcow2-damaged.py \
-            tests/tools/vhdmake.py tests/tools/vdimake.py tests/fuzz/cut-seeds.py |
+            tests/tools/vhdmake.py tests/tools/vdimake.py tests/fuzz/cut-seeds.py \
+            tests/tools/vhdxmake.py |
         sha1sum | cut -c1-16)
 if [ "$(cat build-fuzz/seeds/.stamp 2>/dev/null)" != "$stamp" ]; then
     make --no-print-directory -s build/tools/genimg >/dev/null
@@ -57,10 +58,20 @@ dict_of() {
         t=${t%_*}
     done
 }
-# qcow2 seeds of 128 KiB to 2 MiB clusters are up to 14 MiB long
+# qcow2 seeds of 128 KiB to 2 MiB clusters are up to 14 MiB long; a VHDX
+# is at least 3 MiB (its regions are 1 MiB apart)
+# libFuzzer keeps its corpus in memory: a VHDX corpus (inputs of 3-12 MiB)
+# needs more room than the usual limit
+rss_of() {
+    case $1 in
+    fuzz_vhdx) echo 2048 ;;
+    *) echo "$2" ;;
+    esac
+}
 max_len_of() {
     case $1 in
     fuzz_qcow2) echo "${FUZZ_MAX_LEN:-16777216}" ;;
+    fuzz_vhdx) echo "${FUZZ_MAX_LEN:-12582912}" ;;
     *) echo "${FUZZ_MAX_LEN:-524288}" ;;
     esac
 }
@@ -78,7 +89,7 @@ if [ $smoke = 1 ]; then
         mkdir -p "$out/$t" "build-fuzz/smoke-findings/$t"
         local seeds=()
         for s in build-fuzz/seeds/$t tests/corpus/fuzz/$t; do [ -d "$s" ] && seeds+=("$s"); done
-        "$bin/$t" -seed="${FUZZ_SEED:-1}" -max_total_time="$secs" -rss_limit_mb=1024 -timeout=20 \
+        "$bin/$t" -seed="${FUZZ_SEED:-1}" -max_total_time="$secs" -rss_limit_mb="$(rss_of "$t" 1024)" -timeout=20 \
             -max_len="$(max_len_of "$t")" -print_final_stats=1 \
             -artifact_prefix="build-fuzz/smoke-findings/$t/" ${d:+-dict="$d"} \
             "$out/$t" "${seeds[@]}" > "build-fuzz/smoke-$t.log" 2>&1
@@ -91,7 +102,7 @@ if [ $smoke = 1 ]; then
         fi
         echo "ok $t: ${runs:-?} runs in ${secs}s"
     }
-    export -f smoke_one dict_of max_len_of
+    export -f smoke_one dict_of max_len_of rss_of
     export bin out secs
     jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
     printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'smoke_one {}' > "$out/results"
@@ -113,7 +124,7 @@ for t in "${targets[@]}"; do
     for s in build-fuzz/seeds/$t tests/corpus/fuzz/$t; do [ -d "$s" ] && seeds+=("$s"); done
     echo "== $t: ${secs}s"
     before=$(find "$findings" -type f | wc -l)
-    nice -n 10 "$bin/$t" -max_total_time="$secs" -rss_limit_mb=512 -timeout=10 \
+    nice -n 10 "$bin/$t" -max_total_time="$secs" -rss_limit_mb="$(rss_of "$t" 512)" -timeout=10 \
         -max_len="$(max_len_of "$t")" -print_final_stats=1 \
         -artifact_prefix="$findings/" "${dict[@]}" ${FUZZ_FLAGS:-} "$corpus" "${seeds[@]}" \
         > "build-fuzz/$t.log" 2>&1 &

@@ -1,5 +1,9 @@
 /* The pieces the simple image writers share (writer_util.h). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/falloc.h>
 #include <stdlib.h>
 
 #include "formats/writer_util.h"
@@ -148,4 +152,99 @@ bool wpiece_next(const uint8_t *buf, size_t n, size_t *at, size_t *end)
     *at = k;
     *end = e;
     return true;
+}
+
+int wstate_write_blocks(struct wstate *s, struct bfile *f, const void *buf, size_t len,
+                        uint64_t off, uint32_t bs, wblock_place_fn place, void *w,
+                        ioq_done_fn done, void *opaque)
+{
+    const uint8_t *p = buf;
+    struct wmulti *m = wmulti_new(s, done, opaque);
+    int r = 0;
+
+    if (!m)
+        return s->err;
+    for (size_t at = 0; at < len && r == 0;) {
+        uint32_t in = (uint32_t)((off + at) % bs);
+        size_t n = len - at < bs - in ? len - at : bs - in, k = 0, e, gap = 0;
+        uint64_t host = 0;
+        if ((r = wstate_err(s, place(w, (off + at) / bs, in, (uint32_t)(in + n), &host))) < 0)
+            break;
+        bool fresh = r == 1;
+        r = 0;
+        while (r == 0 && wpiece_next(p + at, n, &k, &e)) {
+            if (!fresh && k > gap)
+                r = wstate_err(s, wfile_zero(f, host + in + gap, k - gap));
+            if (r == 0)
+                r = wmulti_write(s, m, f, p + at + k, e - k, host + in + k);
+            gap = k = e;
+        }
+        if (r == 0 && !fresh && n > gap)
+            r = wstate_err(s, wfile_zero(f, host + in + gap, n - gap));
+        at += n;
+    }
+    wmulti_end(m, r);
+    return r;
+}
+
+int wfile_zero(struct bfile *f, uint64_t off, uint64_t len)
+{
+    static const uint8_t zeros[65536];
+    int r;
+
+    if (len == 0)
+        return 0;
+    if (f->kind == BFILE_REGULAR && f->fd >= 0 &&
+        fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                  (off_t)len) == 0)
+        return 0;
+    for (uint64_t k = 0; k < len; k += sizeof(zeros)) {
+        size_t n = len - k < sizeof(zeros) ? (size_t)(len - k) : sizeof(zeros);
+        if ((r = bfile_pwrite(f, zeros, n, off + k)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+int wip_open_target(struct bfile *f, const struct bd_create_opts *o, const char *fmt,
+                    struct bd **img, struct diag *d)
+{
+    struct bd_open_opts oo = { .format = fmt, .writable = true,
+                               .allow_external = o->allow_external,
+                               .no_external_files = o->no_external_files,
+                               .no_backing = o->no_external_files };
+    struct bd_check_result res;
+    int r;
+
+    *img = NULL;
+    if (o->backing_file)
+        return diag_fail(d, -EINVAL, f->path, -1, "-B cannot be used with -n: the existing "
+                         "image keeps its own parent");
+    if (o->compress)
+        return diag_fail(d, -EINVAL, f->path, -1, "%s images cannot be compressed (-c)", fmt);
+    if (f->kind != BFILE_REGULAR)
+        return diag_fail(d, -ENOTSUP, f->path, -1,
+                         "-n needs an existing %s image in a regular file", fmt);
+    /* its own descriptor, never O_DIRECT: footers, bitmaps and map
+     * entries are single sectors */
+    if ((r = bd_open(img, f->path, &oo, d)) < 0)
+        return r;
+    if ((*img)->size < o->size) {
+        r = diag_fail(d, -EINVAL, f->path, -1, "output file is smaller than input file (%"
+                      PRIu64 " bytes, the input has %" PRIu64 ")", (*img)->size, o->size);
+        goto fail;
+    }
+    if ((r = (*img)->drv->check(*img, &res, 0)) < 0)
+        goto fail;
+    if (res.corruptions) {
+        r = diag_fail(d, -EINVAL, f->path, -1, "the image has %" PRId64 " corruption%s "
+                      "(see diskimg check); not writing into it", res.corruptions,
+                      res.corruptions == 1 ? "" : "s");
+        goto fail;
+    }
+    return 0;
+fail:
+    bd_close(*img);
+    *img = NULL;
+    return r;
 }

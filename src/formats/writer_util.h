@@ -69,4 +69,29 @@ void wmulti_end(struct wmulti *m, int r);
 #define WPIECE 4096u
 bool wpiece_next(const uint8_t *buf, size_t n, size_t *at, size_t *end);
 
+/* Make [off, off+len) of `f` read as zeros: a punched hole where the file
+ * system can, else zeros written. */
+int wfile_zero(struct bfile *f, uint64_t off, uint64_t len);
+
+/* A write at guest `off` into an image of blocks of `bs` bytes: `place`
+ * gives where block `b`'s bytes from `from` (its offset inside the block)
+ * to `to` go in `f` (*host: of the block's first byte; allocating it when
+ * new).  `place` returns 1 for a block whose bytes read as zeros already
+ * (new, past the end of the file): only the non-zero 4 KiB pieces are
+ * written; 0 for a block that may hold old bytes: the zero pieces are
+ * cleared (wfile_zero) too.  `done` runs once when all have completed. */
+typedef int (*wblock_place_fn)(void *w, uint64_t b, uint32_t from, uint32_t to,
+                               uint64_t *host);
+int wstate_write_blocks(struct wstate *s, struct bfile *f, const void *buf, size_t len,
+                        uint64_t off, uint32_t bs, wblock_place_fn place, void *w,
+                        ioq_done_fn done, void *opaque);
+
+/* convert -n: the image already in `f`, opened again by the driver `fmt`
+ * for writing (its references under the rules of an input's, unless
+ * o->allow_external), refused when its check finds corruptions (nothing
+ * is overwritten in a damaged image) or when it is smaller than the
+ * source (o->size).  *img is the reader, which the in-place writer uses. */
+int wip_open_target(struct bfile *f, const struct bd_create_opts *o, const char *fmt,
+                    struct bd **img, struct diag *d);
+
 #endif

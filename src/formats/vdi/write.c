@@ -223,36 +223,31 @@ fail:
     return r;
 }
 
+static int place(void *wp, uint64_t b, uint32_t from, uint32_t to, uint64_t *host)
+{
+    struct vdiw *w = wp;
+
+    (void)from;
+    (void)to;
+    if (w->map[b] == VDI_UNALLOCATED)
+        w->map[b] = w->next++;
+    *host = w->h.off_data + (uint64_t)w->map[b] * w->h.block_size;
+    return 1;                   /* a new file: zero pieces stay holes */
+}
+
+/* Zero 4 KiB pieces inside a block stay holes. */
 static int v_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
     struct vdiw *w = to_w(bd);
-    uint32_t bs = w->h.block_size;
-    struct wmulti *m;
-    int r;
+    int r = wstate_check(&w->ws, bd->size, off, len, "write");
 
-    if ((r = wstate_check(&w->ws, bd->size, off, len, "write")) < 0) {
+    if (r < 0) {
         done(opaque, r);
         return r;
     }
-    if (!(m = wmulti_new(&w->ws, done, opaque)))
-        return w->ws.err;
-    const uint8_t *p = buf;
-    r = 0;
-    for (size_t at = 0; at < len && r == 0;) {
-        size_t n = len - at < bs ? len - at : bs, k = 0, e;
-        uint32_t b = (uint32_t)((off + at) / bs);
-        if (w->map[b] == VDI_UNALLOCATED)
-            w->map[b] = w->next++;
-        uint64_t host = w->h.off_data + (uint64_t)w->map[b] * bs;
-        while (r == 0 && wpiece_next(p + at, n, &k, &e)) {
-            r = wmulti_write(&w->ws, m, bd->file, p + at + k, e - k, host + k);
-            k = e;
-        }
-        at += n;
-    }
-    wmulti_end(m, r);
-    return r;
+    return wstate_write_blocks(&w->ws, bd->file, buf, len, off, w->h.block_size, place, w,
+                               done, opaque);
 }
 
 static int v_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)

@@ -142,38 +142,30 @@ static int block_alloc(struct vhdw *w, uint32_t b, uint64_t *host)
     return 0;
 }
 
+static int place(void *w, uint64_t b, uint32_t from, uint32_t to, uint64_t *host)
+{
+    (void)from;
+    (void)to;
+    int r = block_alloc(w, (uint32_t)b, host);
+
+    *host += ((struct vhdw *)w)->bitmap_bytes;
+    return r < 0 ? r : 1;       /* a new file: zero pieces stay holes */
+}
+
 /* Within a block only the 4 KiB pieces that are not zeros are written:
  * the rest stays a hole of the new file, as with qemu-img. */
 static int d_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
     struct vhdw *w = to_w(bd);
-    uint32_t bs = w->p.block_size;
-    struct wmulti *m;
-    int r;
+    int r = wstate_check(&w->ws, bd->size, off, len, "write");
 
-    if ((r = wstate_check(&w->ws, bd->size, off, len, "write")) < 0) {
+    if (r < 0) {
         done(opaque, r);
         return r;
     }
-    if (!(m = wmulti_new(&w->ws, done, opaque)))
-        return w->ws.err;
-    const uint8_t *p = buf;
-    r = 0;
-    for (size_t at = 0; at < len && r == 0;) {
-        size_t n = len - at < bs ? len - at : bs, k = 0, e;
-        uint64_t host = 0;
-        if ((r = block_alloc(w, (uint32_t)((off + at) / bs), &host)) < 0)
-            break;
-        host += w->bitmap_bytes;
-        while (r == 0 && wpiece_next(p + at, n, &k, &e)) {
-            r = wmulti_write(&w->ws, m, bd->file, p + at + k, e - k, host + k);
-            k = e;
-        }
-        at += n;
-    }
-    wmulti_end(m, r);
-    return r;
+    return wstate_write_blocks(&w->ws, bd->file, buf, len, off, w->p.block_size, place, w,
+                               done, opaque);
 }
 
 static int d_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)

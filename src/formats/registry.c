@@ -29,5 +29,7 @@ const struct bd_driver *const bd_writers[] = {
     &bd_vhdw_dynamic,
     &bd_vhdw_fixed,
     &bd_vdiw,
+    &bd_vhd_inplace,
+    &bd_vdi_inplace,
     NULL,
 };

@@ -177,8 +177,7 @@ int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
 
     *out = NULL;
     if (o->existing)
-        return diag_fail(d, -ENOTSUP, f->path, -1,
-                         "writing into an existing vdi image (-n) is not supported");
+        return vdiip_open(out, f, o, d);
     if (o->backing_file)
         return diag_fail(d, -ENOTSUP, f->path, -1, "vdi output cannot have a backing file");
     if (o->compress)

@@ -61,8 +61,7 @@ int vhdw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
 
     *out = NULL;
     if (o->existing)
-        return diag_fail(d, -ENOTSUP, f->path, -1,
-                         "writing into an existing vpc image (-n) is not supported");
+        return vhdip_open(out, f, o, d);
     if (o->backing_file)
         return diag_fail(d, -ENOTSUP, f->path, -1,
                          "vpc output cannot have a backing file (differencing disks are "

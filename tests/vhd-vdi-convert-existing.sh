@@ -168,9 +168,7 @@ for kind in vpc:subformat=dynamic vdi:static=off; do
         "$DISKIMG" check f.$fmt > /dev/null 2>&1 || fail "$fmt, $spec failed: diskimg check"
         # and a second run completes it
         ok "$DISKIMG" convert -n -O "$fmt" src.raw f.$fmt
-        qemu-img compare -q -f raw -F "$fmt" src.raw f.$fmt 2>/dev/null ||
-            [ "$fmt" = vpc ] && qemu-img compare -f raw -F "$fmt" src.raw f.$fmt | grep -q identical ||
-            fail "$fmt, $spec: the second run"
+        qemu-img compare -q -f raw -F "$fmt" src.raw f.$fmt || fail "$fmt, $spec: the second run"
     done
 done
 echo "ok ($n conversions into existing images)"

@@ -133,6 +133,24 @@ expect_error 'p.vhd.*(outside|leaves)' "$DISKIMG" convert -n -O vpc odd.raw sub/
 cmp sub/cx.vhd cx.before || fail "refused target changed"
 expect_error 'no parent' "$DISKIMG" convert -n -O vdi odd.raw sub/cv.vdi
 
+# a VDI whose indexes in use are not 0..count-1 (block 0's data moved to
+# slot 2, slot 0 free): new blocks take free slots, never one in use
+qemu-img create -q -f vdi gap.vdi 8M
+qemu-io -f vdi -c 'write -P 0x61 0 1M' -c 'write -P 0x62 1M 1M' gap.vdi >/dev/null
+python3 - gap.vdi <<'PY' || fail "gap.vdi"
+import struct, sys
+f = open(sys.argv[1], 'r+b')
+h = f.read(512)
+bmap, data = struct.unpack_from('<II', h, 340)
+f.seek(data); blk = f.read(1 << 20)
+f.seek(data + 2 * (1 << 20)); f.write(blk)
+f.seek(bmap); f.write(struct.pack('<I', 2))
+PY
+qemu-img check -q gap.vdi || fail "gap.vdi is not clean to begin with"
+qemu-img convert -q -f vdi -O raw gap.vdi before.raw
+ok "$DISKIMG" convert -n -O vdi odd.raw gap.vdi
+verify gap.vdi vdi odd.raw before.raw
+
 # refusals, nothing written: smaller than the source, damaged
 qemu-img create -q -f vdi small.vdi 4M
 expect_error 'small.vdi: output file is smaller than input file' \

@@ -4,10 +4,11 @@
  *
  *   - data over an allocated block: written where the block is, its zero
  *     4 KiB pieces punched out (or written as zeros);
- *   - data over an unallocated or zero block: a new block, at the index
- *     after the last allocated one (as qemu and VirtualBox allocate),
- *     appended past the end of the file; only its non-zero pieces are
- *     written;
+ *   - data over an unallocated or zero block: a new block at the lowest
+ *     index no entry uses (the count of allocated blocks, where qemu and
+ *     VirtualBox allocate, when the indexes in use are 0..count-1, as
+ *     they write them), past the end of the file; only its non-zero
+ *     pieces are written;
  *   - zeros: nothing over unallocated or zero blocks (a differencing
  *     image's parent would show through: there the block's entry becomes
  *     the zero entry), punched out of allocated ones (the block stays
@@ -50,7 +51,9 @@ struct vdiip {
     struct vdi *v;
     struct bfile *f;            /* the reader's file, written through */
     uint64_t old_size;          /* the file's size at the start */
-    uint32_t next;              /* the next new block's index */
+    uint32_t next;              /* the allocated count */
+    uint8_t *taken;             /* a bit per index: in use */
+    uint32_t free_from;         /* no free index below this */
     bool map_dirty;
     bool meta_started;          /* the header or map is being written */
     bool target_is_zero;
@@ -76,12 +79,18 @@ static int new_block(struct vdiip *w, uint64_t b, uint64_t *host)
 {
     struct vdi *v = w->v;
 
-    /* the check at the start: every allocated index is below the count,
-     * once each, so an unallocated entry leaves room below h.blocks */
-    if (w->next >= v->h.blocks)
+    /* the check at the start: every index is below h.blocks and used
+     * once, so an entry that is not allocated leaves one free */
+    uint32_t idx = w->free_from;
+    while (idx < v->h.blocks && (w->taken[idx / 8] & (1u << (idx % 8))))
+        idx++;
+    if (idx >= v->h.blocks)
         return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, -1,
                          "internal error: no free block index");
-    v->map[b] = w->next++;
+    w->taken[idx / 8] |= (uint8_t)(1u << (idx % 8));
+    w->free_from = idx + 1;
+    w->next++;
+    v->map[b] = idx;
     w->map_dirty = true;
     *host = block_host(w, v->map[b]);
     /* the image ends inside this block: keep its bytes after the source */
@@ -192,8 +201,8 @@ static int ip_finish(struct bd *bd)
 
     if ((r = wstate_finish_begin(&w->ws)) < 0)
         return r;
-    /* the last new block whole, as qemu writes it */
-    uint64_t end = v->h.off_data + (uint64_t)w->next * v->stride;
+    /* the last block whole, as qemu writes it */
+    uint64_t end = v->h.off_data + (uint64_t)w->free_from * v->stride;
     if (end > w->old_size && ftruncate(w->f->fd, (off_t)end) < 0)
         return wstate_err(&w->ws, diag_errno(bd->diag, -errno, bd->filename, -1,
                                              "cannot set the size"));
@@ -226,6 +235,7 @@ static void ip_close(struct bd *bd)
     if (w->img)
         bd_close(w->img);
     free(w->tail);
+    free(w->taken);
     bd_release(&w->bd);
     free(w);
 }
@@ -263,6 +273,13 @@ int vdiip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
     w->bd.granule = w->v->h.block_size;
     w->old_size = w->f->size;
     w->next = w->v->h.blocks_allocated;
+    if (!(w->taken = calloc((size_t)w->v->h.blocks / 8 + 1, 1))) {
+        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < w->v->h.blocks; i++)
+        if (w->v->map[i] < VDI_ZERO)
+            w->taken[w->v->map[i] / 8] |= (uint8_t)(1u << (w->v->map[i] % 8));
     w->target_is_zero = o->target_is_zero;
     w->diff = w->v->h.type == VDI_TYPE_DIFF;
     /* the source ends inside a block the image goes on after */

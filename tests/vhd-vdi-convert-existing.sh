@@ -74,13 +74,17 @@ for kind in vpc:subformat=dynamic vpc:subformat=fixed vdi:static=off vdi:static=
         i=$((i + 1))
         for old in $(( (i + k) % 2 )); do
             n=$((n + 1))
-            target "$kind" t.$fmt $old
-            qemu-img convert -q -f "$fmt" -O raw t.$fmt before.raw
-            was=$(info_of t.$fmt)
+            # (the same target each time: made once, then copied)
+            if [ ! -f made.$k.$old ]; then
+                target "$kind" made.$k.$old $old
+                qemu-img convert -q -f "$fmt" -O raw made.$k.$old before.$k.$old.raw
+                info_of made.$k.$old > info.$k
+            fi
+            cp made.$k.$old t.$fmt
             ok "$DISKIMG" convert -n -f "$sfmt" -O "$fmt" "$src" t.$fmt
-            [ "$(info_of t.$fmt)" = "$was" ] || fail "$kind from $src: format or size changed"
+            [ "$(info_of t.$fmt)" = "$(cat info.$k)" ] || fail "$kind from $src: format or size changed"
             y=; [ "$src" = odd.raw ] && y=yal
-            verify t.$fmt "$fmt" "$want" before.raw $y
+            verify t.$fmt "$fmt" "$want" before.$k.$old.raw $y
             # an empty dynamic target: zero runs allocate nothing (the
             # source's 2 MiB of zeros at 2M..4M leave a VHD block out)
             if [ $old = 0 ] && [ "$src" = src.qcow2 ] && [ "$kind" = vpc:subformat=dynamic ]; then
@@ -106,7 +110,8 @@ done
 # nothing; zeros of the source must hide it (qemu-img reads neither
 # format's parent, so diskimg compare is the judge here)
 MK="python3 $TOP/tests/tools/vhdmake.py"
-$MK p.vhd --type dynamic --size $((8 * M)) --block $M --write 0:$((8 * M)):0x33 || fail vhdmake
+qemu-img create -q -f vpc -o force_size=on p.vhd 8M
+qemu-io -f vpc -c 'write -P 0x33 0 8M' p.vhd >/dev/null || fail "p.vhd"
 $MK c.vhd --type diff --size $((8 * M)) --block $M --parent p.vhd --loc 'W2ru:.\p.vhd' \
     --write 512:512:0x44 --write $((3 * M)):4096:0x55 || fail vhdmake
 ok "$DISKIMG" convert -q -n -O vpc odd.raw c.vhd
@@ -115,7 +120,8 @@ dd if=odd.raw of=want.raw conv=notrunc status=none
 ok "$DISKIMG" compare c.vhd want.raw > /dev/null
 ok "$DISKIMG" check c.vhd > /dev/null
 MK="python3 $TOP/tests/tools/vdimake.py"
-$MK pv.vdi --size $((8 * M)) --write 0:$((8 * M)):0x33 || fail vdimake
+qemu-img create -q -f vdi pv.vdi 8M
+qemu-io -f vdi -c 'write -P 0x33 0 8M' pv.vdi >/dev/null || fail "pv.vdi"
 $MK cv.vdi --size $((8 * M)) --type 4 --parent pv.vdi --zero 6 --write $((2 * M)):4096:0x44 ||
     fail vdimake
 ok "$DISKIMG" convert -q -n -O vdi odd.raw cv.vdi

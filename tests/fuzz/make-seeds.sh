@@ -284,6 +284,10 @@ $mkvdi "$w/extra512.vdi" --size 16384 --block 4096 --extra 512 --write 4096:4096
 $mkvdi "$w/extra-max.vdi" --size 8192 --block 4096 --extra $((256 << 10)) --write 0:512:0x29
 $mkvdi "$w/big-map.vdi" --size $((64 << 30)) --block $((1 << 20)) --zero 65535
 
+# writing into them (convert -n): the same images, sound or not
+cp -r "$h" "$out/fuzz_vhd_inplace"
+cp -r "$w" "$out/fuzz_vdi_inplace"
+
 # ---- options and sizes ---------------------------------------------------
 o=$out/fuzz_options
 mkdir -p "$o"

@@ -172,6 +172,11 @@ static int write_metadata(struct vdiip *w)
     struct vdi *v = w->v;
     struct bfile *f = w->f;
     uint64_t map_bytes = (uint64_t)v->h.blocks * 4;
+    /* the header's own bytes only: a version 0 map starts inside the
+     * first sector, and its data right after the map */
+    size_t hdr_len = VDI_PREHEADER + v->h.header_size;
+    if (hdr_len > VDI_HEADER_AREA)
+        hdr_len = VDI_HEADER_AREA;
     bool joined = v->h.off_blocks == VDI_HEADER_AREA;
     uint64_t head = joined ? VDI_HEADER_AREA : 0;
     uint8_t *raw = malloc(head + map_bytes + 1);
@@ -187,7 +192,7 @@ static int write_metadata(struct vdiip *w)
     w->meta_started = true;
     if (joined)
         r = bfile_pwrite(f, raw, head + map_bytes, 0);
-    else if ((r = bfile_pwrite(f, v->raw, VDI_HEADER_AREA, 0)) == 0)
+    else if ((r = bfile_pwrite(f, v->raw, hdr_len, 0)) == 0)
         r = bfile_pwrite(f, raw, map_bytes, v->h.off_blocks);
     free(raw);
     return r;

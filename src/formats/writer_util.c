@@ -206,8 +206,8 @@ int wfile_zero(struct bfile *f, uint64_t off, uint64_t len)
     return 0;
 }
 
-int wip_open_target(struct bfile *f, const struct bd_create_opts *o, const char *fmt,
-                    struct bd **img, struct diag *d)
+static int open_target(struct bfile *f, const struct bd_create_opts *o, const char *fmt,
+                       struct bd **img, struct diag *d)
 {
     struct bd_open_opts oo = { .format = fmt, .writable = true,
                                .allow_external = o->allow_external,
@@ -247,4 +247,51 @@ fail:
     bd_close(*img);
     *img = NULL;
     return r;
+}
+
+int wip_open(struct wip **out, size_t size, const struct bd_driver *drv, const char *fmt,
+             struct bfile *f, const struct bd_create_opts *o, struct diag *d)
+{
+    struct wip *w = calloc(1, size);
+    int r;
+
+    *out = NULL;
+    if (!w)
+        return diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+    bd_init(&w->bd, drv, f, d);
+    wstate_init(&w->ws, &w->bd, o);
+    w->ws.ioq = NULL;           /* in order: data before the tables naming it */
+    if (!w->bd.filename)
+        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
+    else
+        r = open_target(f, o, fmt, &w->img, d);
+    if (r < 0) {
+        w->bd.file = NULL;      /* the caller still owns the file */
+        wip_free(w);
+        return r;
+    }
+    w->f = w->img->file;
+    w->bd.size = o->size;
+    *out = w;
+    return 0;
+}
+
+void wip_free(struct wip *w)
+{
+    if (w->img)
+        bd_close(w->img);
+    bd_release(&w->bd);
+    free(w);
+}
+
+int wip_pwrite(struct wip *w, uint32_t bs, wblock_place_fn place, const void *buf,
+               size_t len, uint64_t off, ioq_done_fn done, void *opaque)
+{
+    int r = wstate_check(&w->ws, w->bd.size, off, len, "write");
+
+    if (r < 0) {
+        done(opaque, r);
+        return r;
+    }
+    return wstate_write_blocks(&w->ws, w->f, buf, len, off, bs, place, w, done, opaque);
 }

@@ -86,12 +86,28 @@ int wstate_write_blocks(struct wstate *s, struct bfile *f, const void *buf, size
                         uint64_t off, uint32_t bs, wblock_place_fn place, void *w,
                         ioq_done_fn done, void *opaque);
 
-/* convert -n: the image already in `f`, opened again by the driver `fmt`
- * for writing (its references under the rules of an input's, unless
- * o->allow_external), refused when its check finds corruptions (nothing
- * is overwritten in a damaged image) or when it is smaller than the
- * source (o->size).  *img is the reader, which the in-place writer uses. */
-int wip_open_target(struct bfile *f, const struct bd_create_opts *o, const char *fmt,
-                    struct bd **img, struct diag *d);
+/* The base of the in-place writers (convert -n into vpc and vdi): the
+ * image already in `f`, opened again by its reader for writing (its
+ * references under the rules of an input's, unless o->allow_external);
+ * writes go through the reader's file, in order (no queue). */
+struct wip {
+    struct bd bd;               /* what the converter writes to: first */
+    struct wstate ws;
+    struct bd *img;             /* the target, opened by the reader */
+    struct bfile *f;            /* the reader's file */
+};
+
+/* A writer of `size` bytes (a struct embedding struct wip first) with
+ * driver `drv` over the image of format `fmt` in `f`, for a source of
+ * o->size bytes; refused when the image's check finds corruptions
+ * (nothing is overwritten in a damaged image) or it is smaller than the
+ * source.  On failure nothing is kept and the caller still owns `f`. */
+int wip_open(struct wip **out, size_t size, const struct bd_driver *drv, const char *fmt,
+             struct bfile *f, const struct bd_create_opts *o, struct diag *d);
+/* Frees the base (the writer frees its own fields first). */
+void wip_free(struct wip *w);
+/* pwrite of an in-place writer whose blocks are `bs` bytes. */
+int wip_pwrite(struct wip *w, uint32_t bs, wblock_place_fn place, const void *buf,
+               size_t len, uint64_t off, ioq_done_fn done, void *opaque);
 
 #endif

@@ -45,11 +45,8 @@
 #include "zerodetect/zerodetect.h"
 
 struct vdiip {
-    struct bd bd;               /* what the converter writes to */
-    struct wstate ws;
-    struct bd *img;             /* the target, opened by the reader */
+    struct wip b;               /* first: the converter's bd, the reader */
     struct vdi *v;
-    struct bfile *f;            /* the reader's file, written through */
     uint64_t old_size;          /* the file's size at the start */
     uint32_t next;              /* the allocated count */
     uint8_t *taken;             /* a bit per index: in use */
@@ -85,7 +82,7 @@ static int new_block(struct vdiip *w, uint64_t b, uint64_t *host)
     while (idx < v->h.blocks && (w->taken[idx / 8] & (1u << (idx % 8))))
         idx++;
     if (idx >= v->h.blocks)
-        return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, -1,
+        return diag_fail(w->b.bd.diag, -EINVAL, w->b.bd.filename, -1,
                          "internal error: no free block index");
     w->taken[idx / 8] |= (uint8_t)(1u << (idx % 8));
     w->free_from = idx + 1;
@@ -95,9 +92,9 @@ static int new_block(struct vdiip *w, uint64_t b, uint64_t *host)
     *host = block_host(w, v->map[b]);
     /* the image ends inside this block: keep its bytes after the source */
     int r = 0;
-    if (w->tail && b == (w->bd.size - 1) / v->h.block_size &&
+    if (w->tail && b == (w->b.bd.size - 1) / v->h.block_size &&
         !buffer_is_zero(w->tail, w->tail_len))
-        r = wstate_err(&w->ws, bfile_pwrite(w->f, w->tail, w->tail_len, *host + w->tail_in));
+        r = wstate_err(&w->b.ws, bfile_pwrite(w->b.f, w->tail, w->tail_len, *host + w->tail_in));
     if (r < 0)
         return r;
     /* space past the old end of the file is a hole; anything before it
@@ -123,21 +120,15 @@ static int ip_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                      ioq_done_fn done, void *opaque)
 {
     struct vdiip *w = to_ip(bd);
-    int r = wstate_check(&w->ws, bd->size, off, len, "write");
 
-    if (r < 0) {
-        done(opaque, r);
-        return r;
-    }
-    return wstate_write_blocks(&w->ws, w->f, buf, len, off, w->v->h.block_size, place, w,
-                               done, opaque);
+    return wip_pwrite(&w->b, w->v->h.block_size, place, buf, len, off, done, opaque);
 }
 
 static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct vdiip *w = to_ip(bd);
     uint32_t bs = w->v->h.block_size;
-    int r = wstate_check(&w->ws, bd->size, off, len, "write_zeroes");
+    int r = wstate_check(&w->b.ws, bd->size, off, len, "write_zeroes");
 
     if (r < 0 || w->target_is_zero)
         return r;
@@ -147,20 +138,20 @@ static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
         uint32_t e = w->v->map[b];
         uint64_t host;
         if (e < VDI_ZERO) {
-            r = wfile_zero(w->f, block_host(w, e) + in, n);
+            r = wfile_zero(w->b.f, block_host(w, e) + in, n);
         } else if (e == VDI_UNALLOCATED && w->diff) {
             /* the parent shows through: a zero entry for the whole block,
              * a new block (holes) when the image goes on after the source */
             if (w->tail && b == (bd->size - 1) / bs) {
                 r = new_block(w, b, &host);
                 if (r == 0)
-                    r = wfile_zero(w->f, host + in, n);
+                    r = wfile_zero(w->b.f, host + in, n);
             } else {
                 w->v->map[b] = VDI_ZERO;
                 w->map_dirty = true;
             }
         }
-        if ((r = wstate_err(&w->ws, r < 0 ? r : 0)) < 0)
+        if ((r = wstate_err(&w->b.ws, r < 0 ? r : 0)) < 0)
             return r;
         o += n;
     }
@@ -170,7 +161,7 @@ static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 static int write_metadata(struct vdiip *w)
 {
     struct vdi *v = w->v;
-    struct bfile *f = w->f;
+    struct bfile *f = w->b.f;
     uint64_t map_bytes = (uint64_t)v->h.blocks * 4;
     /* the header's own bytes only: a version 0 map starts inside the
      * first sector, and its data right after the map */
@@ -183,7 +174,7 @@ static int write_metadata(struct vdiip *w)
     int r;
 
     if (!raw)
-        return diag_fail(w->bd.diag, -ENOMEM, w->bd.filename, -1, "out of memory");
+        return diag_fail(w->b.bd.diag, -ENOMEM, w->b.bd.filename, -1, "out of memory");
     v->h.blocks_allocated = w->next;
     le32_put(v->raw + (v->h.v0 ? 368 : 388), w->next);
     memcpy(raw, v->raw, head);
@@ -204,20 +195,20 @@ static int ip_finish(struct bd *bd)
     struct vdi *v = w->v;
     int r;
 
-    if ((r = wstate_finish_begin(&w->ws)) < 0)
+    if ((r = wstate_finish_begin(&w->b.ws)) < 0)
         return r;
     /* the last block whole, as qemu writes it */
     uint64_t end = v->h.off_data + (uint64_t)w->free_from * v->stride;
-    if (end > w->old_size && ftruncate(w->f->fd, (off_t)end) < 0)
-        return wstate_err(&w->ws, diag_errno(bd->diag, -errno, bd->filename, -1,
+    if (end > w->old_size && ftruncate(w->b.f->fd, (off_t)end) < 0)
+        return wstate_err(&w->b.ws, diag_errno(bd->diag, -errno, bd->filename, -1,
                                              "cannot set the size"));
-    if (w->ws.durable && (r = wstate_err(&w->ws, bfile_sync(w->f))) < 0)
+    if (w->b.ws.durable && (r = wstate_err(&w->b.ws, bfile_sync(w->b.f))) < 0)
         return r;
-    if (w->map_dirty && (r = wstate_err(&w->ws, write_metadata(w))) < 0)
+    if (w->map_dirty && (r = wstate_err(&w->b.ws, write_metadata(w))) < 0)
         return r;
-    if (w->map_dirty && w->ws.durable && (r = wstate_err(&w->ws, bfile_sync(w->f))) < 0)
+    if (w->map_dirty && w->b.ws.durable && (r = wstate_err(&w->b.ws, bfile_sync(w->b.f))) < 0)
         return r;
-    bfile_refresh_size(w->f);
+    bfile_refresh_size(w->b.f);
     return 0;
 }
 
@@ -227,22 +218,19 @@ static void ip_abort(struct bd *bd)
 {
     struct vdiip *w = to_ip(bd);
 
-    wstate_abort(&w->ws);
-    if (!w->meta_started && w->f && w->f->size > w->old_size)
-        (void)!ftruncate(w->f->fd, (off_t)w->old_size);
-    bfile_refresh_size(w->f);
+    wstate_abort(&w->b.ws);
+    if (!w->meta_started && w->b.f && w->b.f->size > w->old_size)
+        (void)!ftruncate(w->b.f->fd, (off_t)w->old_size);
+    bfile_refresh_size(w->b.f);
 }
 
 static void ip_close(struct bd *bd)
 {
     struct vdiip *w = to_ip(bd);
 
-    if (w->img)
-        bd_close(w->img);
     free(w->tail);
     free(w->taken);
-    bd_release(&w->bd);
-    free(w);
+    wip_free(&w->b);
 }
 
 const struct bd_driver bd_vdi_inplace = {
@@ -258,25 +246,16 @@ int vdiip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                struct diag *d)
 {
     struct vdiip *w;
-    int r;
+    struct wip *base;
+    int r = wip_open(&base, sizeof(*w), &bd_vdi_inplace, "vdi", f, o, d);
 
     *out = NULL;
-    if (!(w = calloc(1, sizeof(*w))))
-        return diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
-    bd_init(&w->bd, &bd_vdi_inplace, f, d);
-    wstate_init(&w->ws, &w->bd, o);
-    w->ws.ioq = NULL;           /* writes in order: data before the map */
-    if (!w->bd.filename) {
-        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
-        goto fail;
-    }
-    if ((r = wip_open_target(f, o, "vdi", &w->img, d)) < 0)
-        goto fail;
-    w->v = to_vdi(w->img);
-    w->f = w->img->file;
-    w->bd.size = o->size;
-    w->bd.granule = w->v->h.block_size;
-    w->old_size = w->f->size;
+    if (r < 0)
+        return r;
+    w = (struct vdiip *)base;
+    w->v = to_vdi(w->b.img);
+    w->b.bd.granule = w->v->h.block_size;
+    w->old_size = w->b.f->size;
     w->next = w->v->h.blocks_allocated;
     if (!(w->taken = calloc((size_t)w->v->h.blocks / 8 + 1, 1))) {
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
@@ -289,23 +268,23 @@ int vdiip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
     w->diff = w->v->h.type == VDI_TYPE_DIFF;
     /* the source ends inside a block the image goes on after */
     uint32_t bs = w->v->h.block_size;
-    if (o->size % bs && w->img->size > o->size) {
+    if (o->size % bs && w->b.img->size > o->size) {
         uint64_t end = o->size - o->size % bs + bs;
-        if (end > w->img->size)
-            end = w->img->size;
+        if (end > w->b.img->size)
+            end = w->b.img->size;
         w->tail_in = (uint32_t)(o->size % bs);
         w->tail_len = (uint32_t)(end - o->size);
         if (!(w->tail = malloc(w->tail_len))) {
             r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
             goto fail;
         }
-        if ((r = bd_pread(w->img, w->tail, w->tail_len, o->size)) < 0)
+        if ((r = bd_pread(w->b.img, w->tail, w->tail_len, o->size)) < 0)
             goto fail;
     }
-    *out = &w->bd;
+    *out = &w->b.bd;
     return 0;
 fail:
-    w->bd.file = NULL;          /* the caller still owns the file */
-    ip_close(&w->bd);
+    w->b.bd.file = NULL;        /* the caller still owns the file */
+    ip_close(&w->b.bd);
     return r;
 }

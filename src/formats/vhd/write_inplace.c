@@ -53,11 +53,8 @@ struct pending_bm {
 };
 
 struct vhdip {
-    struct bd bd;               /* what the converter writes to */
-    struct wstate ws;
-    struct bd *img;             /* the target, opened by the reader */
+    struct wip b;               /* first: the converter's bd, the reader */
     struct vhd *v;
-    struct bfile *f;            /* the reader's file, written through */
     bool diff;                  /* clear bits show the parent */
     bool target_is_zero;
     uint64_t old_end;           /* where the footer was */
@@ -78,7 +75,7 @@ static struct vhdip *to_ip(struct bd *bd)
     return (struct vhdip *)bd;
 }
 
-#define FAIL(w, err, off, ...) diag_fail((w)->bd.diag, err, (w)->bd.filename, off, __VA_ARGS__)
+#define FAIL(w, err, off, ...) diag_fail((w)->b.bd.diag, err, (w)->b.bd.filename, off, __VA_ARGS__)
 
 static void bits_set(uint8_t *bm, uint32_t s0, uint32_t s1)
 {
@@ -99,15 +96,15 @@ static int put_tail(struct vhdip *w, uint64_t b, uint64_t data)
 {
     uint32_t bs = w->v->block_size;
 
-    if (!w->tail_len || b != (w->bd.size - 1) / bs)
+    if (!w->tail_len || b != (w->b.bd.size - 1) / bs)
         return 0;
-    return bfile_pwrite(w->f, w->tail, w->tail_len, data + w->bd.size % bs);
+    return bfile_pwrite(w->b.f, w->tail, w->tail_len, data + w->b.bd.size % bs);
 }
 
 /* Bits [s0, s1) of allocated block b, set after its data (at finish). */
 static int need_bits(struct vhdip *w, uint32_t b, uint64_t host, uint32_t s0, uint32_t s1)
 {
-    int r = bfile_pread(w->f, w->bm, w->v->bitmap_bytes, host);
+    int r = bfile_pread(w->b.f, w->bm, w->v->bitmap_bytes, host);
 
     if (r < 0 || bits_all(w->bm, s0, s1))
         return r;
@@ -140,8 +137,8 @@ static int new_block(struct vhdip *w, uint32_t b, uint32_t s0, uint32_t s1, uint
     } else {
         memset(w->bm, 0xff, v->bitmap_bytes);
     }
-    if ((r = bfile_pwrite(w->f, w->foot, VHD_FOOTER_SIZE, next)) < 0 ||
-        (r = bfile_pwrite(w->f, w->bm, v->bitmap_bytes, at)) < 0)
+    if ((r = bfile_pwrite(w->b.f, w->foot, VHD_FOOTER_SIZE, next)) < 0 ||
+        (r = bfile_pwrite(w->b.f, w->bm, v->bitmap_bytes, at)) < 0)
         return r;
     w->grown = true;
     w->end = next;
@@ -180,21 +177,14 @@ static int ip_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                      ioq_done_fn done, void *opaque)
 {
     struct vhdip *w = to_ip(bd);
-    int r = wstate_check(&w->ws, bd->size, off, len, "write");
 
-    if (r < 0) {
-        done(opaque, r);
-        return r;
-    }
-    return wstate_write_blocks(&w->ws, w->f, buf, len, off,
-                               w->v->dynamic ? w->v->block_size : FIXED_BLOCK, place, w,
-                               done, opaque);
+    return wip_pwrite(&w->b, w->v->dynamic ? w->v->block_size : FIXED_BLOCK, place, buf, len, off, done, opaque);
 }
 
 /* Whether the parent reads as zeros over [off, off+len). */
 static int parent_zero(struct vhdip *w, uint64_t off, uint64_t len, bool *zero)
 {
-    struct bd *p = w->img->backing;
+    struct bd *p = w->b.img->backing;
 
     *zero = false;
     if (!p)
@@ -228,7 +218,7 @@ static int zero_block(struct vhdip *w, uint32_t b, uint64_t in, uint64_t n)
 
     if (v->bat[b] != VHD_BAT_UNUSED) {
         host = (uint64_t)v->bat[b] * VHD_SECTOR;
-        if ((r = wfile_zero(w->f, host + v->bitmap_bytes + in, n)) < 0)
+        if ((r = wfile_zero(w->b.f, host + v->bitmap_bytes + in, n)) < 0)
             return r;
         /* clear bits read as zeros on a dynamic disk: they may stay */
         return w->diff ? need_bits(w, b, host, s0, s1) : 0;
@@ -246,15 +236,15 @@ static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct vhdip *w = to_ip(bd);
     uint32_t bs = w->v->block_size;
-    int r = wstate_check(&w->ws, bd->size, off, len, "write_zeroes");
+    int r = wstate_check(&w->b.ws, bd->size, off, len, "write_zeroes");
 
     if (r < 0 || w->target_is_zero)
         return r;
     if (!w->v->dynamic)
-        return wstate_err(&w->ws, wfile_zero(w->f, off, len));
+        return wstate_err(&w->b.ws, wfile_zero(w->b.f, off, len));
     for (uint64_t o = off; o < off + len;) {
         uint64_t in = o % bs, n = bs - in < off + len - o ? bs - in : off + len - o;
-        if ((r = wstate_err(&w->ws, zero_block(w, (uint32_t)(o / bs), in, n))) < 0)
+        if ((r = wstate_err(&w->b.ws, zero_block(w, (uint32_t)(o / bs), in, n))) < 0)
             return r;
         o += n;
     }
@@ -270,10 +260,10 @@ static int write_metadata(struct vhdip *w)
     w->meta_started = true;
     for (size_t i = 0; i < w->npend; i++) {
         uint64_t host = (uint64_t)v->bat[w->pend[i].b] * VHD_SECTOR;
-        if ((r = bfile_pread(w->f, w->bm, v->bitmap_bytes, host)) < 0)
+        if ((r = bfile_pread(w->b.f, w->bm, v->bitmap_bytes, host)) < 0)
             return r;
         bits_set(w->bm, w->pend[i].s0, w->pend[i].s1);
-        if ((r = bfile_pwrite(w->f, w->bm, v->bitmap_bytes, host)) < 0)
+        if ((r = bfile_pwrite(w->b.f, w->bm, v->bitmap_bytes, host)) < 0)
             return r;
     }
     if (!w->grown)
@@ -284,7 +274,7 @@ static int write_metadata(struct vhdip *w)
     memset(raw, 0xff, v->bat_bytes);
     for (uint32_t i = 0; i < v->n_bat; i++)
         be32_put(raw + 4 * (size_t)i, v->bat[i]);
-    r = bfile_pwrite(w->f, raw, v->bat_bytes, v->hdr.table_offset);
+    r = bfile_pwrite(w->b.f, raw, v->bat_bytes, v->hdr.table_offset);
     free(raw);
     return r;
 }
@@ -294,17 +284,17 @@ static int ip_finish(struct bd *bd)
     struct vhdip *w = to_ip(bd);
     int r;
 
-    if ((r = wstate_finish_begin(&w->ws)) < 0)
+    if ((r = wstate_finish_begin(&w->b.ws)) < 0)
         return r;
-    if (w->ws.durable && (r = wstate_err(&w->ws, bfile_sync(w->f))) < 0)
+    if (w->b.ws.durable && (r = wstate_err(&w->b.ws, bfile_sync(w->b.f))) < 0)
         return r;
     if (!w->npend && !w->grown)
         return 0;
-    if ((r = wstate_err(&w->ws, write_metadata(w))) < 0)
+    if ((r = wstate_err(&w->b.ws, write_metadata(w))) < 0)
         return r;
-    if (w->ws.durable && (r = wstate_err(&w->ws, bfile_sync(w->f))) < 0)
+    if (w->b.ws.durable && (r = wstate_err(&w->b.ws, bfile_sync(w->b.f))) < 0)
         return r;
-    bfile_refresh_size(w->f);
+    bfile_refresh_size(w->b.f);
     return 0;
 }
 
@@ -314,23 +304,20 @@ static void ip_abort(struct bd *bd)
 {
     struct vhdip *w = to_ip(bd);
 
-    wstate_abort(&w->ws);
+    wstate_abort(&w->b.ws);
     if (w->grown && !w->meta_started &&
-        bfile_pwrite(w->f, w->foot, VHD_FOOTER_SIZE, w->old_end) == 0)
-        (void)!ftruncate(w->f->fd, (off_t)(w->old_end + VHD_FOOTER_SIZE));
-    bfile_refresh_size(w->f);
+        bfile_pwrite(w->b.f, w->foot, VHD_FOOTER_SIZE, w->old_end) == 0)
+        (void)!ftruncate(w->b.f->fd, (off_t)(w->old_end + VHD_FOOTER_SIZE));
+    bfile_refresh_size(w->b.f);
 }
 
 static void ip_close(struct bd *bd)
 {
     struct vhdip *w = to_ip(bd);
 
-    if (w->img)
-        bd_close(w->img);
     free(w->bm);
     free(w->pend);
-    bd_release(&w->bd);
-    free(w);
+    wip_free(&w->b);
 }
 
 const struct bd_driver bd_vhd_inplace = {
@@ -346,28 +333,19 @@ int vhdip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                struct diag *d)
 {
     struct vhdip *w;
-    int r;
+    struct wip *base;
+    int r = wip_open(&base, sizeof(*w), &bd_vhd_inplace, "vpc", f, o, d);
 
     *out = NULL;
-    if (!(w = calloc(1, sizeof(*w))))
-        return diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
-    bd_init(&w->bd, &bd_vhd_inplace, f, d);
-    wstate_init(&w->ws, &w->bd, o);
-    w->ws.ioq = NULL;           /* writes in order: data before metadata */
-    if (!w->bd.filename) {
-        r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
-        goto fail;
-    }
-    if ((r = wip_open_target(f, o, "vpc", &w->img, d)) < 0)
-        goto fail;
-    w->v = to_vhd(w->img);
-    w->f = w->img->file;
+    if (r < 0)
+        return r;
+    w = (struct vhdip *)base;
+    w->v = to_vhd(w->b.img);
     w->diff = w->v->foot.type == VHD_TYPE_DIFF;
     w->target_is_zero = o->target_is_zero;
     w->old_end = w->end = w->v->data_end;
-    w->bd.size = o->size;
-    w->bd.granule = w->v->dynamic ? w->v->block_size : VHD_SECTOR;
-    if ((r = bfile_pread(w->f, w->foot, VHD_FOOTER_SIZE, w->old_end)) < 0)
+    w->b.bd.granule = w->v->dynamic ? w->v->block_size : VHD_SECTOR;
+    if ((r = bfile_pread(w->b.f, w->foot, VHD_FOOTER_SIZE, w->old_end)) < 0)
         goto fail;
     if (w->v->dynamic && !(w->bm = malloc(w->v->bitmap_bytes))) {
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
@@ -375,16 +353,16 @@ int vhdip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
     }
     /* the source ends inside a sector the image goes on after (a fixed
      * disk keeps the rest of the sector where it is) */
-    if (w->v->dynamic && o->size % VHD_SECTOR && w->img->size > o->size) {
+    if (w->v->dynamic && o->size % VHD_SECTOR && w->b.img->size > o->size) {
         uint64_t end = o->size - o->size % VHD_SECTOR + VHD_SECTOR;
-        w->tail_len = (uint32_t)((end < w->img->size ? end : w->img->size) - o->size);
-        if ((r = bd_pread(w->img, w->tail, w->tail_len, o->size)) < 0)
+        w->tail_len = (uint32_t)((end < w->b.img->size ? end : w->b.img->size) - o->size);
+        if ((r = bd_pread(w->b.img, w->tail, w->tail_len, o->size)) < 0)
             goto fail;
     }
-    *out = &w->bd;
+    *out = &w->b.bd;
     return 0;
 fail:
-    w->bd.file = NULL;          /* the caller still owns the file */
-    ip_close(&w->bd);
+    w->b.bd.file = NULL;        /* the caller still owns the file */
+    ip_close(&w->b.bd);
     return r;
 }

@@ -9,9 +9,9 @@
  *   - data over an allocated block: written where the block is, its zero
  *     4 KiB pieces punched out; the sectors' bits are set in its bitmap
  *     where they were clear;
- *   - data over an unallocated block: a new block where the footer is,
- *     the footer moved after it first (so the file always ends in a
- *     footer), its bitmap written with it (every bit set; a differencing
+ *   - data over an unallocated block: a new block where the footer is
+ *     (or after the last block, when that one is cut short), the footer
+ *     moved after it first (so the file always ends in a footer), its bitmap written with it (every bit set; a differencing
  *     disk: the bits of the sectors the source covers), only its non-zero
  *     pieces written;
  *   - zeros: nothing over unallocated blocks unless a differencing disk's
@@ -344,6 +344,14 @@ int vhdip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
     w->diff = w->v->foot.type == VHD_TYPE_DIFF;
     w->target_is_zero = o->target_is_zero;
     w->old_end = w->end = w->v->data_end;
+    /* new blocks go after every block's whole span (a last block the disk
+     * ends inside may be cut short before the footer) */
+    for (uint32_t i = 0; w->v->dynamic && i < w->v->n_bat; i++) {
+        uint64_t e = (uint64_t)w->v->bat[i] * VHD_SECTOR + w->v->bitmap_bytes +
+                     w->v->block_size;
+        if (w->v->bat[i] != VHD_BAT_UNUSED && e > w->end)
+            w->end = e;
+    }
     w->b.bd.granule = w->v->dynamic ? w->v->block_size : VHD_SECTOR;
     if ((r = bfile_pread(w->b.f, w->foot, VHD_FOOTER_SIZE, w->old_end)) < 0)
         goto fail;

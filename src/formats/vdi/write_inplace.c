@@ -219,7 +219,7 @@ static void ip_abort(struct bd *bd)
     struct vdiip *w = to_ip(bd);
 
     wstate_abort(&w->b.ws);
-    if (!w->meta_started && w->b.f && w->b.f->size > w->old_size)
+    if (!w->meta_started)
         (void)!ftruncate(w->b.f->fd, (off_t)w->old_size);
     bfile_refresh_size(w->b.f);
 }

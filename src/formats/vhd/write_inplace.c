@@ -137,10 +137,10 @@ static int new_block(struct vhdip *w, uint32_t b, uint32_t s0, uint32_t s1, uint
     } else {
         memset(w->bm, 0xff, v->bitmap_bytes);
     }
+    w->grown = true;            /* from here abort puts the footer back */
     if ((r = bfile_pwrite(w->b.f, w->foot, VHD_FOOTER_SIZE, next)) < 0 ||
         (r = bfile_pwrite(w->b.f, w->bm, v->bitmap_bytes, at)) < 0)
         return r;
-    w->grown = true;
     w->end = next;
     v->bat[b] = (uint32_t)(at / VHD_SECTOR);
     *host = at;

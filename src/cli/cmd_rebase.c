@@ -25,16 +25,18 @@ static const char help_text[] =
     "names BACKING.  -b \"\" makes IMG standalone (everything it reads from its\n"
     "backing chain is copied in).\n"
     "\n"
-    "  -b BACKING          the new backing file (relative to IMG's folder), or \"\"\n"
-    "  -F FMT              its format (raw, qcow2, vmdk); required with a backing file\n"
-    "  -f FMT              IMG's format (default: probe)\n"
-    "  -u                  unsafe: change the header only (BACKING need not exist)\n"
-    "  -c                  write the copied clusters compressed (where that shrinks\n"
+    "  -b, --backing BACKING  the new backing file (relative to IMG's folder), or \"\"\n"
+    "  -F, --backing-format FMT  its format (raw, qcow2, vmdk); required with a\n"
+    "                      backing file\n"
+    "  -f, --format FMT    IMG's format (default: probe)\n"
+    "  -u, --backing-unsafe  unsafe: change the header only (BACKING need not exist)\n"
+    "  -c, --compress      write the copied clusters compressed (where that shrinks\n"
     "                      them; as qemu-img 8.2's rebase -c)\n"
-    "  -p                  show progress\n"
-    "  -q                  quiet\n"
-    "  -t CACHE, -T CACHE  accepted for compatibility\n"
-    "  -U                  accepted for compatibility\n"
+    "  -p, --progress      show progress\n"
+    "  -q, --quiet         quiet\n"
+    "  -t, --cache CACHE, -T, --backing-cache CACHE\n"
+    "                      accepted for compatibility\n"
+    "  -U, --force-share   accepted for compatibility\n"
     "  --allow-external    BACKING and the old chain may be outside IMG's folder\n"
     "\n"
     "The new backing file obeys the reference rule: inside IMG's folder unless\n"
@@ -48,6 +50,17 @@ enum { OPT_ALLOW_EXTERNAL = 256, OPT_HELP };
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    /* qemu-img 10's long names of the short options */
+    { "format", required_argument, NULL, 'f' },
+    { "backing", required_argument, NULL, 'b' },
+    { "backing-format", required_argument, NULL, 'F' },
+    { "backing-unsafe", no_argument, NULL, 'u' },
+    { "compress", no_argument, NULL, 'c' },
+    { "progress", no_argument, NULL, 'p' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "cache", required_argument, NULL, 't' },
+    { "backing-cache", required_argument, NULL, 'T' },
+    { "force-share", no_argument, NULL, 'U' },
     { NULL, 0, NULL, 0 },
 };
 

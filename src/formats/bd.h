@@ -264,6 +264,13 @@ struct bd_driver {
      * (NULL: none recorded) in an image opened for writing; the header
      * only, in one write, synced (rebase -u; safe rebase copies first). */
     int (*set_backing)(struct bd *bd, const char *name, const char *fmt);
+
+    /* Optional: make an image opened for writing hold nothing, so that it
+     * reads everything from its backing file (qemu-img commit empties the
+     * top image), crash-safe: the image is either as it was or empty.
+     * `check_only`: only the refusals (an image that cannot be emptied),
+     * nothing written.  Afterwards the image may only be closed. */
+    int (*make_empty)(struct bd *bd, bool check_only);
 };
 
 struct bd {

@@ -158,6 +158,8 @@ static int decode(struct qcow2_snapw *w, const uint8_t *p, uint64_t guest, uint6
 int qcow2_snapw_walk(struct qcow2_snapw *w, const uint64_t *l1, uint32_t n, int delta)
 {
     const struct qcow2_header *h = &w->q->h;
+    /* an external data file's clusters are not counted in the image file */
+    bool data_file = (h->incompatible & QCOW2_INCOMPAT_DATA_FILE) != 0;
     int r;
 
     for (uint32_t i = 0; i < n; i++) {
@@ -168,6 +170,8 @@ int qcow2_snapw_walk(struct qcow2_snapw *w, const uint64_t *l1, uint32_t n, int 
             continue;
         if ((r = rc_add(w, l2 >> w->cbits, delta)) < 0)
             return r;
+        if (data_file)
+            continue;
         for (uint32_t j = 0; j < h->l2_entries; j++) {
             const uint8_t *p = w->tab + (uint64_t)j * h->l2_entry_bytes;
             struct qcow2_l2e d;

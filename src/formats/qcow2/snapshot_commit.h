@@ -40,7 +40,9 @@ void qcow2_snapw_free(struct qcow2_snapw *w);
 int qcow2_snapw_read_l1(struct qcow2_snapw *w, uint64_t off, uint32_t n, uint64_t **out);
 
 /* Raise or lower by `delta` the refcounts of what an L1 table references
- * (its L2 tables and every host cluster they name). */
+ * (its L2 tables and every host cluster they name; only the L2 tables in an
+ * image with an external data file, whose clusters the image file does not
+ * count). */
 int qcow2_snapw_walk(struct qcow2_snapw *w, const uint64_t *l1, uint32_t n, int delta);
 
 /* Lower by one the refcount of every cluster [off, off+len) touches. */

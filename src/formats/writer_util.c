@@ -8,6 +8,7 @@
 
 #include "formats/writer_util.h"
 #include "io/bfile.h"
+#include "io/fault.h"
 #include "util/diag.h"
 #include "zerodetect/zerodetect.h"
 
@@ -194,10 +195,18 @@ int wfile_zero(struct bfile *f, uint64_t off, uint64_t len)
 
     if (len == 0)
         return 0;
-    if (f->kind == BFILE_REGULAR && f->fd >= 0 &&
-        fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-                  (off_t)len) == 0)
-        return 0;
+    if (f->kind == BFILE_REGULAR && f->fd >= 0) {
+        size_t l = (size_t)len;
+        r = fault_inject(FAULT_PUNCH, &l);
+        if (r == 0 && fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                                (off_t)len) < 0)
+            r = -errno;
+        if (r == 0)
+            return 0;
+        /* a file system without holes: zeros written instead */
+        if (r != -EOPNOTSUPP && r != -ENOSYS && r != -EINVAL)
+            return diag_errno(f->diag, r, f->path, (int64_t)off, "cannot punch a hole");
+    }
     for (uint64_t k = 0; k < len; k += sizeof(zeros)) {
         size_t n = len - k < sizeof(zeros) ? (size_t)(len - k) : sizeof(zeros);
         if ((r = bfile_pwrite(f, zeros, n, off + k)) < 0)

@@ -197,8 +197,9 @@ for kind in vpc:subformat=dynamic vdi:static=off; do
     qemu-io -f "$fmt" -c 'write -P 0x66 1M 1M' f.$fmt >/dev/null
     cp f.$fmt f.base
     DISKIMG_FAULT_STATS=$T/stats "$DISKIMG" convert -n -O "$fmt" src.raw f.$fmt || fail "clean $fmt"
-    read -r _ R _ W _ S _ < "$T/stats"
-    for spec in write:$((W / 2)) write:$((W - 1)) write:$W sync:1 sync:$S; do
+    read -r _ R _ W _ S _ P < "$T/stats"
+    [ "$P" -gt 0 ] || fail "$fmt: no zero run of the old data punched"
+    for spec in write:$((W / 2)) write:$((W - 1)) write:$W sync:1 sync:$S punch:$P; do
         cp f.base f.$fmt
         expect_error "." env DISKIMG_FAULT=${spec}:EIO "$DISKIMG" convert -n -O "$fmt" src.raw f.$fmt
         qemu-img info f.$fmt > /dev/null || fail "$fmt, $spec failed: qemu-img cannot open it"

@@ -34,5 +34,7 @@ const struct bd_driver *const bd_writers[] = {
     &bd_vhdxw_dynamic,
     &bd_vhdxw_fixed,
     &bd_vdiw,
+    &bd_vhd_inplace,
+    &bd_vdi_inplace,
     NULL,
 };

@@ -410,6 +410,10 @@ for s in v1.1-4k v0-4k static-4k diff extra-2blk hsize384; do
     python3 "$top/tests/fuzz/cut-seeds.py" "$w/$s.vdi" "$w"
 done
 
+# writing into them (convert -n): the same images, sound or not
+cp -r "$h" "$out/fuzz_vhd_inplace"
+cp -r "$w" "$out/fuzz_vdi_inplace"
+
 # ---- options and sizes ---------------------------------------------------
 o=$out/fuzz_options
 mkdir -p "$o"

@@ -228,6 +228,7 @@ static int vdi_info(struct bd *bd, struct jval *obj)
 
 const struct bd_driver bd_vdi = {
     .name = "vdi",
+    .caps = BD_CAP_INPLACE,
     .probe = vdi_probe,
     .open = vdi_open,
     .block_status = vdi_block_status,

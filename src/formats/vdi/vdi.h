@@ -1,5 +1,5 @@
 /* VDI (VirtualBox) driver: reader (open.c, read.c), check, resize,
- * measure, and the writer create() hands out (write.c). */
+ * measure, and the writers create() hands out (write.c, write_inplace.c). */
 #ifndef DISKIMG_VDI_H
 #define DISKIMG_VDI_H
 
@@ -7,5 +7,6 @@
 
 extern const struct bd_driver bd_vdi;
 extern const struct bd_driver bd_vdiw;
+extern const struct bd_driver bd_vdi_inplace;   /* convert -n (write_inplace.c) */
 
 #endif

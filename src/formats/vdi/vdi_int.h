@@ -41,6 +41,9 @@ int vdi_measure(struct kvopts *o, uint64_t size, struct bd *src, struct bd_measu
                 struct diag *d);
 int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                 struct diag *d);
+/* write_inplace.c: convert -n into the image in f */
+int vdiip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+               struct diag *d);
 void vdiw_describe_create(const struct bd_create_opts *o, char *buf, size_t len);
 extern const char vdiw_options_help[];
 

@@ -18,14 +18,12 @@
 
 #include "formats/vdi/vdi.h"
 #include "formats/vdi/vdi_int.h"
+#include "formats/writer_util.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"
 #include "util/endian.h"
 #include "util/kvopts.h"
-#include "zerodetect/zerodetect.h"
-
-#define PIECE 4096u
 
 const char vdiw_options_help[] =
     "Supported vdi options:\n"
@@ -37,9 +35,7 @@ struct vdiw {
     struct vdi_header h;
     uint32_t *map;
     uint32_t next;              /* next block index (dynamic) */
-    struct ioq *ioq;
-    bool durable, finished;
-    int err;
+    struct wstate ws;
 };
 
 static struct vdiw *to_w(struct bd *bd)
@@ -49,9 +45,7 @@ static struct vdiw *to_w(struct bd *bd)
 
 static int set_err(struct vdiw *w, int r)
 {
-    if (r < 0 && !w->err)
-        w->err = r;
-    return r;
+    return wstate_err(&w->ws, r);
 }
 
 static int parse(struct kvopts *kv, bool *stat, char *err, size_t errlen)
@@ -183,8 +177,7 @@ int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
 
     *out = NULL;
     if (o->existing)
-        return diag_fail(d, -ENOTSUP, f->path, -1,
-                         "writing into an existing vdi image (-n) is not supported");
+        return vdiip_open(out, f, o, d);
     if (o->backing_file)
         return diag_fail(d, -ENOTSUP, f->path, -1, "vdi output cannot have a backing file");
     if (o->compress)
@@ -204,8 +197,7 @@ int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
     new_uuid(w->h.uuid_modify);
     w->bd.size = size;
     w->bd.granule = w->h.block_size;
-    w->ioq = o->ioq;
-    w->durable = o->durable;
+    wstate_init(&w->ws, &w->bd, o);
     if (!(w->map = malloc((size_t)w->h.blocks * 4 + 4))) {
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
         goto fail;
@@ -230,107 +222,37 @@ fail:
     return r;
 }
 
-static int check_range(struct vdiw *w, uint64_t off, uint64_t len, const char *op)
+static int place(void *wp, uint64_t b, uint32_t from, uint32_t to, uint64_t *host)
 {
-    if (w->err)
-        return w->err;
-    if (w->finished)
-        return set_err(w, diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                                    "internal error: %s after finish", op));
-    if (len == 0 || off >= w->bd.size || len > w->bd.size - off || off % w->bd.granule ||
-        (len % w->bd.granule && off + len != w->bd.size))
-        return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                         "internal error: %s of %llu bytes at %llu is not whole blocks "
-                         "inside the image", op, (unsigned long long)len,
-                         (unsigned long long)off);
-    return 0;
+    struct vdiw *w = wp;
+
+    (void)from;
+    (void)to;
+    if (w->map[b] == VDI_UNALLOCATED)
+        w->map[b] = w->next++;
+    *host = w->h.off_data + (uint64_t)w->map[b] * w->h.block_size;
+    return 1;                   /* a new file: zero pieces stay holes */
 }
 
-struct multi {
-    unsigned left;
-    int err;
-    ioq_done_fn done;
-    void *opaque;
-};
-
-static void multi_done(void *opaque, int res)
-{
-    struct multi *m = opaque;
-
-    if (res < 0 && !m->err)
-        m->err = res;
-    if (--m->left == 0) {
-        m->done(m->opaque, m->err);
-        free(m);
-    }
-}
-
-static int piece(struct vdiw *w, const void *buf, size_t len, uint64_t host, struct multi *m)
-{
-    m->left++;
-    if (w->ioq)
-        return set_err(w, ioq_pwrite(w->ioq, w->bd.file, buf, len, host, multi_done, m));
-    int r = set_err(w, bfile_pwrite(w->bd.file, buf, len, host));
-    multi_done(m, r);
-    return r;
-}
-
+/* Zero 4 KiB pieces inside a block stay holes. */
 static int v_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
     struct vdiw *w = to_w(bd);
-    uint32_t bs = w->h.block_size;
-    struct multi *m;
-    int r;
+    int r = wstate_check(&w->ws, bd->size, off, len, "write");
 
-    if ((r = check_range(w, off, len, "write")) < 0) {
+    if (r < 0) {
         done(opaque, r);
         return r;
     }
-    if (!(m = calloc(1, sizeof(*m)))) {
-        r = set_err(w, diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory"));
-        done(opaque, r);
-        return r;
-    }
-    m->left = 1;
-    m->done = done;
-    m->opaque = opaque;
-    const uint8_t *p = buf;
-    r = 0;
-    for (size_t at = 0; at < len && r == 0;) {
-        size_t n = len - at < bs ? len - at : bs;
-        uint32_t b = (uint32_t)((off + at) / bs);
-        if (w->map[b] == VDI_UNALLOCATED)
-            w->map[b] = w->next++;
-        uint64_t host = w->h.off_data + (uint64_t)w->map[b] * bs;
-        for (size_t k = 0; k < n && r == 0;) {
-            size_t step = n - k < PIECE ? n - k : PIECE;
-            if (buffer_is_zero(p + at + k, step)) {
-                k += step;
-                continue;
-            }
-            size_t e = k + step;
-            while (e < n) {
-                size_t s2 = n - e < PIECE ? n - e : PIECE;
-                if (buffer_is_zero(p + at + e, s2))
-                    break;
-                e += s2;
-            }
-            r = piece(w, p + at + k, e - k, host + k, m);
-            k = e;
-        }
-        at += n;
-    }
-    if (r < 0 && !m->err)
-        m->err = r;
-    multi_done(m, 0);
-    return r;
+    return wstate_write_blocks(&w->ws, bd->file, buf, len, off, w->h.block_size, place, w,
+                               done, opaque);
 }
 
 static int v_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     /* a block never written is unallocated (dynamic) or a hole (static) */
-    return check_range(to_w(bd), off, len, "write_zeroes");
+    return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
 }
 
 static int v_finish(struct bd *bd)
@@ -340,10 +262,7 @@ static int v_finish(struct bd *bd)
     uint8_t hb[VDI_HEADER_AREA];
     int r;
 
-    if (w->err)
-        return w->err;
-    w->finished = true;
-    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+    if ((r = wstate_finish_begin(&w->ws)) < 0)
         return r;
     size_t map_bytes = w->h.off_data - w->h.off_blocks;
     uint8_t *raw = calloc(1, map_bytes ? map_bytes : 1);
@@ -363,12 +282,12 @@ static int v_finish(struct bd *bd)
             return set_err(w, diag_errno(bd->diag, -errno, bd->filename, -1,
                                          "cannot set the size"));
     }
-    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+    if (w->ws.durable && (r = set_err(w, bfile_sync(f))) < 0)
         return r;
     vdi_header_encode(&w->h, hb);
     if ((r = set_err(w, bfile_pwrite(f, hb, sizeof(hb), 0))) < 0)
         return r;
-    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+    if (w->ws.durable && (r = set_err(w, bfile_sync(f))) < 0)
         return r;
     bfile_refresh_size(f);
     return 0;
@@ -376,13 +295,7 @@ static int v_finish(struct bd *bd)
 
 static void v_abort(struct bd *bd)
 {
-    struct vdiw *w = to_w(bd);
-
-    if (w->ioq)
-        ioq_drain(w->ioq);
-    w->finished = true;
-    if (!w->err)
-        w->err = -ECANCELED;
+    wstate_abort(&to_w(bd)->ws);
 }
 
 static void v_close(struct bd *bd)

@@ -464,6 +464,7 @@ static int vhd_info(struct bd *bd, struct jval *obj)
 const struct bd_driver bd_vhd = {
     .name = "vpc",
     .alias = "vhd",
+    .caps = BD_CAP_INPLACE,
     .create_options_help = vhdw_options_help,
     .describe_create = vhdw_describe_create,
     .probe = vhd_probe,

@@ -16,12 +16,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "formats/vhd/vhd_int.h"
+#include "formats/writer_util.h"
 #include "io/bfile.h"
 #include "util/diag.h"
 #include "util/endian.h"
@@ -57,21 +57,6 @@ static int put_footer(struct vhd *v, const struct vhd_footer *f, uint64_t at)
     return r < 0 ? r : bfile_sync(v->bd.file);
 }
 
-static int zero_range(struct vhd *v, uint64_t off, uint64_t len)
-{
-    static const uint8_t zeros[VHD_FOOTER_SIZE];
-
-    if (fallocate(v->bd.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-                  (off_t)len) == 0)
-        return 0;
-    for (uint64_t k = 0; k < len; k += sizeof(zeros)) {
-        int r = bfile_pwrite(v->bd.file, zeros, sizeof(zeros), off + k);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
 static int resize_fixed(struct vhd *v, const struct vhd_footer *f)
 {
     uint64_t old = v->data_end, size = f->current_size;
@@ -81,7 +66,7 @@ static int resize_fixed(struct vhd *v, const struct vhd_footer *f)
     if ((r = put_footer(v, f, size)) < 0)
         return r;
     if (size > old) {
-        if ((r = zero_range(v, old, VHD_FOOTER_SIZE)) < 0 || (r = bfile_sync(file)) < 0)
+        if ((r = wfile_zero(file, old, VHD_FOOTER_SIZE)) < 0 || (r = bfile_sync(file)) < 0)
             return r;
     } else if (ftruncate(file->fd, (off_t)(size + VHD_FOOTER_SIZE)) < 0 ||
                bfile_sync(file) < 0) {

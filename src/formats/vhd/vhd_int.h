@@ -52,6 +52,9 @@ int vhd_measure(struct kvopts *o, uint64_t size, struct bd *src, struct bd_measu
 /* write.c: create, options */
 int vhdw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                 struct diag *d);
+/* write_inplace.c: convert -n into the image in f */
+int vhdip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+               struct diag *d);
 void vhdw_describe_create(const struct bd_create_opts *o, char *buf, size_t len);
 extern const char vhdw_options_help[];
 /* A new unique id (random). */

@@ -10,11 +10,11 @@
 #include "formats/vhd/vhd.h"
 #include "formats/vhd/vhd_int.h"
 #include "formats/vhd/write.h"
+#include "formats/writer_util.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"
 #include "util/endian.h"
-#include "zerodetect/zerodetect.h"
 
 #define HDR_OFF  VHD_FOOTER_SIZE
 #define BAT_OFF  (HDR_OFF + VHD_DYNHDR_SIZE)
@@ -23,9 +23,7 @@ struct vhdw {
     struct bd bd;
     struct vhdw_params p;
     uint8_t uuid[16];
-    struct ioq *ioq;
-    bool durable, finished;
-    int err;                    /* sticky first error */
+    struct wstate ws;
     /* dynamic */
     uint32_t *bat;
     uint32_t n_bat;
@@ -42,9 +40,7 @@ static struct vhdw *to_w(struct bd *bd)
 
 static int set_err(struct vhdw *w, int r)
 {
-    if (r < 0 && !w->err)
-        w->err = r;
-    return r;
+    return wstate_err(&w->ws, r);
 }
 
 static void w_free(struct vhdw *w)
@@ -65,8 +61,7 @@ int vhdw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
 
     *out = NULL;
     if (o->existing)
-        return diag_fail(d, -ENOTSUP, f->path, -1,
-                         "writing into an existing vpc image (-n) is not supported");
+        return vhdip_open(out, f, o, d);
     if (o->backing_file)
         return diag_fail(d, -ENOTSUP, f->path, -1,
                          "vpc output cannot have a backing file (differencing disks are "
@@ -82,8 +77,7 @@ int vhdw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
     bd_init(&w->bd, p.fixed ? &bd_vhdw_fixed : &bd_vhdw_dynamic, f, d);
     w->p = p;
     w->bd.size = p.size;
-    w->ioq = o->ioq;
-    w->durable = o->durable;
+    wstate_init(&w->ws, &w->bd, o);
     vhd_new_uuid(w->uuid);
     /* the footer and bitmaps are single sectors: through the page cache
      * (the data is still synced in finish when durable) */
@@ -125,53 +119,6 @@ fail:
     return r;
 }
 
-static int check_range(struct vhdw *w, uint64_t off, uint64_t len, const char *op)
-{
-    if (w->err)
-        return w->err;
-    if (w->finished)
-        return set_err(w, diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                                    "internal error: %s after finish", op));
-    if (len == 0 || off >= w->p.size || len > w->p.size - off || off % w->bd.granule ||
-        (len % w->bd.granule && off + len != w->p.size))
-        return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                         "internal error: %s of %llu bytes at %llu is not whole blocks "
-                         "inside the image", op, (unsigned long long)len,
-                         (unsigned long long)off);
-    return 0;
-}
-
-/* --- the parts of one write, completed together ------------------------------ */
-
-struct multi {
-    unsigned left;
-    int err;
-    ioq_done_fn done;
-    void *opaque;
-};
-
-static void multi_done(void *opaque, int res)
-{
-    struct multi *m = opaque;
-
-    if (res < 0 && !m->err)
-        m->err = res;
-    if (--m->left == 0) {
-        m->done(m->opaque, m->err);
-        free(m);
-    }
-}
-
-static int data_write(struct vhdw *w, const void *buf, size_t len, uint64_t host,
-                      ioq_done_fn done, void *opaque)
-{
-    if (w->ioq)
-        return set_err(w, ioq_pwrite(w->ioq, w->bd.file, buf, len, host, done, opaque));
-    int r = set_err(w, bfile_pwrite(w->bd.file, buf, len, host));
-    done(opaque, r);
-    return r;
-}
-
 /* --- dynamic ------------------------------------------------------------------- */
 
 /* Block b's host offset (bitmap first), allocated at the end when new. */
@@ -194,67 +141,36 @@ static int block_alloc(struct vhdw *w, uint32_t b, uint64_t *host)
     return 0;
 }
 
+static int place(void *w, uint64_t b, uint32_t from, uint32_t to, uint64_t *host)
+{
+    (void)from;
+    (void)to;
+    int r = block_alloc(w, (uint32_t)b, host);
+
+    *host += ((struct vhdw *)w)->bitmap_bytes;
+    return r < 0 ? r : 1;       /* a new file: zero pieces stay holes */
+}
+
 /* Within a block only the 4 KiB pieces that are not zeros are written:
  * the rest stays a hole of the new file, as with qemu-img. */
-#define PIECE 4096u
-
 static int d_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
     struct vhdw *w = to_w(bd);
-    uint32_t bs = w->p.block_size;
-    struct multi *m;
-    int r;
+    int r = wstate_check(&w->ws, bd->size, off, len, "write");
 
-    if ((r = check_range(w, off, len, "write")) < 0) {
+    if (r < 0) {
         done(opaque, r);
         return r;
     }
-    if (!(m = calloc(1, sizeof(*m)))) {
-        r = set_err(w, diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory"));
-        done(opaque, r);
-        return r;
-    }
-    m->left = 1;                /* held until every piece is submitted */
-    m->done = done;
-    m->opaque = opaque;
-    const uint8_t *p = buf;
-    r = 0;
-    for (size_t at = 0; at < len && r == 0;) {
-        size_t n = len - at < bs ? len - at : bs;
-        uint64_t host = 0;
-        if ((r = block_alloc(w, (uint32_t)((off + at) / bs), &host)) < 0)
-            break;
-        host += w->bitmap_bytes;
-        for (size_t k = 0; k < n && r == 0;) {
-            size_t step = n - k < PIECE ? n - k : PIECE;
-            if (buffer_is_zero(p + at + k, step)) {
-                k += step;
-                continue;
-            }
-            size_t e = k + step;
-            while (e < n) {
-                size_t s2 = n - e < PIECE ? n - e : PIECE;
-                if (buffer_is_zero(p + at + e, s2))
-                    break;
-                e += s2;
-            }
-            m->left++;
-            r = data_write(w, p + at + k, e - k, host + k, multi_done, m);
-            k = e;
-        }
-        at += n;
-    }
-    if (r < 0 && !m->err)
-        m->err = r;
-    multi_done(m, 0);
-    return r;
+    return wstate_write_blocks(&w->ws, bd->file, buf, len, off, w->p.block_size, place, w,
+                               done, opaque);
 }
 
 static int d_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct vhdw *w = to_w(bd);
-    int r = check_range(w, off, len, "write_zeroes");
+    int r = wstate_check(&w->ws, w->bd.size, off, len, "write_zeroes");
 
     if (r < 0)
         return r;
@@ -266,7 +182,7 @@ static int d_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
         uint32_t b = (uint32_t)(o / bs);
         uint64_t end = ((uint64_t)b + 1) * bs < off + len ? ((uint64_t)b + 1) * bs : off + len;
         if (w->bat[b] != VHD_BAT_UNUSED) {
-            if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+            if (w->ws.ioq && (r = set_err(w, ioq_drain(w->ws.ioq))) < 0)
                 return r;
             uint64_t host = (uint64_t)w->bat[b] * VHD_SECTOR + w->bitmap_bytes + o % bs;
             for (uint64_t k = 0; k < end - o;) {
@@ -290,10 +206,7 @@ static int d_finish(struct bd *bd)
     struct vhd_dynhdr h;
     int r;
 
-    if (w->err)
-        return w->err;
-    w->finished = true;
-    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+    if ((r = wstate_finish_begin(&w->ws)) < 0)
         return r;
     uint8_t *bat = malloc(w->bat_bytes ? w->bat_bytes : 1);
     if (!bat)
@@ -319,12 +232,12 @@ static int d_finish(struct bd *bd)
         return r;
     if (ftruncate(f->fd, (off_t)(w->next + VHD_FOOTER_SIZE)) < 0)
         return set_err(w, diag_errno(bd->diag, -errno, bd->filename, -1, "cannot truncate"));
-    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+    if (w->ws.durable && (r = set_err(w, bfile_sync(f))) < 0)
         return r;
     /* the copy at offset 0 last: until it is there, nothing probes as VHD */
     if ((r = set_err(w, bfile_pwrite(f, foot, sizeof(foot), 0))) < 0)
         return r;
-    if (w->durable && (r = set_err(w, bfile_sync(f))) < 0)
+    if (w->ws.durable && (r = set_err(w, bfile_sync(f))) < 0)
         return r;
     bfile_refresh_size(f);
     return 0;
@@ -336,19 +249,19 @@ static int x_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
     struct vhdw *w = to_w(bd);
-    int r = check_range(w, off, len, "write");
+    int r = wstate_check(&w->ws, w->bd.size, off, len, "write");
 
     if (r < 0) {
         done(opaque, r);
         return r;
     }
-    return data_write(w, buf, len, off, done, opaque);
+    return wstate_write(&w->ws, bd->file, buf, len, off, done, opaque);
 }
 
 static int x_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     /* a new file: holes read as zeros */
-    return check_range(to_w(bd), off, len, "write_zeroes");
+    return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
 }
 
 static int x_finish(struct bd *bd)
@@ -358,16 +271,13 @@ static int x_finish(struct bd *bd)
     struct vhd_footer vf;
     int r;
 
-    if (w->err)
-        return w->err;
-    w->finished = true;
-    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+    if ((r = wstate_finish_begin(&w->ws)) < 0)
         return r;
     vhdw_footer(&w->p, w->uuid, &vf);
     vhd_footer_encode(&vf, foot);
     if ((r = set_err(w, bfile_pwrite(bd->file, foot, sizeof(foot), w->p.size))) < 0)
         return r;
-    if (w->durable && (r = set_err(w, bfile_sync(bd->file))) < 0)
+    if (w->ws.durable && (r = set_err(w, bfile_sync(bd->file))) < 0)
         return r;
     bfile_refresh_size(bd->file);
     return 0;
@@ -375,13 +285,7 @@ static int x_finish(struct bd *bd)
 
 static void w_abort(struct bd *bd)
 {
-    struct vhdw *w = to_w(bd);
-
-    if (w->ioq)
-        ioq_drain(w->ioq);
-    w->finished = true;
-    if (!w->err)
-        w->err = -ECANCELED;
+    wstate_abort(&to_w(bd)->ws);
 }
 
 static void w_close(struct bd *bd)

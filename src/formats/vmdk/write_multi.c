@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "formats/vmdk/write_priv.h"
+#include "formats/writer_util.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"
@@ -49,10 +50,7 @@ struct vmdkw_multi {
     struct vmdkw_params p;
     uint32_t cid;
     bool sparse;
-    struct ioq *ioq;
-    bool durable;
-    int err;
-    bool finished;
+    struct wstate ws;
     struct mext *ext;
     size_t n_ext;
     unsigned n_open;
@@ -67,9 +65,7 @@ static struct vmdkw_multi *to_w(struct bd *bd)
 
 static int set_err(struct vmdkw_multi *w, int r)
 {
-    if (r < 0 && !w->err)
-        w->err = r;
-    return r;
+    return wstate_err(&w->ws, r);
 }
 
 static uint64_t ext_bytes(const struct vmdkw_multi *w)
@@ -86,7 +82,7 @@ static int ext_close(struct vmdkw_multi *w, struct mext *e)
     if (!e->file)
         return 0;
     /* writes in flight may still use the file */
-    if (w->ioq && (r = ioq_drain(w->ioq)) < 0)
+    if (w->ws.ioq && (r = ioq_drain(w->ws.ioq)) < 0)
         return set_err(w, r);
     if (w->sparse && (r = vmdkw_sx_flush(&e->x, true)) < 0)
         return set_err(w, r);
@@ -215,8 +211,7 @@ int vmdkw_multi_create(struct bd **out, struct bfile *f, const struct bd_create_
     w->sparse = p->sub == VMDKW_TWOGB_SPARSE;
     w->bd.size = p->size;
     w->bd.granule = w->sparse ? VMDKW_GRAIN_BYTES : VMDK_SECTOR;
-    w->ioq = o->ioq;
-    w->durable = o->durable;
+    wstate_init(&w->ws, &w->bd, o);
     w->cid = vmdkw_new_cid();
     if (vmdkw_keep_backing(&w->bd, &w->p) < 0) {
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
@@ -262,22 +257,6 @@ fail:
 
 /* ---- writes ------------------------------------------------------------------------ */
 
-static int check_range(struct vmdkw_multi *w, uint64_t off, uint64_t len, const char *op)
-{
-    if (w->err)
-        return w->err;
-    if (w->finished)
-        return set_err(w, diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                                    "internal error: %s after finish", op));
-    if (len == 0 || off >= w->p.size || len > w->p.size - off || off % w->bd.granule ||
-        (len % w->bd.granule && off + len != w->p.size))
-        return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                         "internal error: %s of %llu bytes at %llu is not aligned to %u "
-                         "bytes inside the image", op, (unsigned long long)len,
-                         (unsigned long long)off, w->bd.granule);
-    return 0;
-}
-
 /* One piece of a write that lies in one extent. */
 static int write_piece(struct vmdkw_multi *w, const uint8_t *buf, size_t len, uint64_t off,
                        ioq_done_fn done, void *opaque)
@@ -292,31 +271,7 @@ static int write_piece(struct vmdkw_multi *w, const uint8_t *buf, size_t len, ui
         return r;
     }
     e->written = true;
-    if (w->ioq)
-        return set_err(w, ioq_pwrite(w->ioq, e->file, buf, len, host, done, opaque));
-    r = set_err(w, bfile_pwrite(e->file, buf, len, host));
-    done(opaque, r);
-    return r;
-}
-
-/* A write across an extent boundary completes when all its pieces have. */
-struct split {
-    ioq_done_fn done;
-    void *opaque;
-    unsigned left;
-    int err;
-};
-
-static void split_done(void *opaque, int res)
-{
-    struct split *s = opaque;
-
-    if (res < 0 && !s->err)
-        s->err = res;
-    if (--s->left == 0) {
-        s->done(s->opaque, s->err);
-        free(s);
-    }
+    return wstate_write(&w->ws, e->file, buf, len, host, done, opaque);
 }
 
 static int m_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
@@ -326,30 +281,25 @@ static int m_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
     uint64_t eb = ext_bytes(w);
     int r;
 
-    if ((r = check_range(w, off, len, "write")) < 0) {
+    if ((r = wstate_check(&w->ws, bd->size, off, len, "write")) < 0) {
         done(opaque, r);
         return r;
     }
     if (off / eb == (off + len - 1) / eb)
         return write_piece(w, buf, len, off, done, opaque);
-    struct split *s = calloc(1, sizeof(*s));
-    if (!s) {
-        r = set_err(w, diag_fail(bd->diag, -ENOMEM, bd->filename, -1, "out of memory"));
-        done(opaque, r);
-        return r;
-    }
-    s->done = done;
-    s->opaque = opaque;
-    s->left = 1;                /* held while submitting */
+    /* across an extent boundary: complete when all its pieces have */
+    struct wmulti *s = wmulti_new(&w->ws, done, opaque);
+    if (!s)
+        return w->ws.err;
     for (size_t pos = 0; pos < len && r == 0;) {
         size_t n = (size_t)(eb - (off + pos) % eb);
         if (n > len - pos)
             n = len - pos;
-        s->left++;
-        r = write_piece(w, (const uint8_t *)buf + pos, n, off + pos, split_done, s);
+        wmulti_add(s);
+        r = write_piece(w, (const uint8_t *)buf + pos, n, off + pos, wmulti_part_done, s);
         pos += n;
     }
-    split_done(s, r);
+    wmulti_end(s, r);
     return r;
 }
 
@@ -357,7 +307,7 @@ static int m_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct vmdkw_multi *w = to_w(bd);
     uint64_t eb = ext_bytes(w);
-    int r = check_range(w, off, len, "write_zeroes");
+    int r = wstate_check(&w->ws, bd->size, off, len, "write_zeroes");
 
     /* fresh files: holes and grains never written read as zeros; over a
      * parent (sparse extents only) they must say so */
@@ -413,7 +363,7 @@ static int write_descriptor(struct vmdkw_multi *w)
     free(text);
     if (r == 0 && ftruncate(w->bd.file->fd, (off_t)n) < 0)
         r = diag_errno(w->bd.diag, -errno, w->bd.filename, -1, "cannot set the size");
-    if (r == 0 && w->durable)
+    if (r == 0 && w->ws.durable)
         r = bfile_sync(w->bd.file);
     return set_err(w, r);
 }
@@ -423,24 +373,18 @@ static int m_finish(struct bd *bd)
     struct vmdkw_multi *w = to_w(bd);
     int r;
 
-    if (w->err)
-        return w->err;
-    if (w->finished)
-        return set_err(w, diag_fail(bd->diag, -EINVAL, bd->filename, -1,
-                                    "internal error: finish called twice"));
-    w->finished = true;
-    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+    if ((r = wstate_finish_begin(&w->ws)) < 0)
         return r;
     for (size_t i = 0; i < w->n_ext; i++) {
         struct mext *e = &w->ext[i];
-        if (!w->sparse && !(e->written && w->durable)) {
+        if (!w->sparse && !(e->written && w->ws.durable)) {
             if ((r = ext_close(w, e)) < 0)
                 return r;
             continue;
         }
         if ((r = ext_open(w, e)) < 0)
             return r;
-        r = w->sparse ? vmdkw_sx_finish(&e->x, &w->p, NULL, w->durable) : bfile_sync(e->file);
+        r = w->sparse ? vmdkw_sx_finish(&e->x, &w->p, NULL, w->ws.durable) : bfile_sync(e->file);
         if (set_err(w, r) < 0 || (r = ext_close(w, e)) < 0)
             return r;
     }
@@ -450,13 +394,7 @@ static int m_finish(struct bd *bd)
 
 static void m_abort(struct bd *bd)
 {
-    struct vmdkw_multi *w = to_w(bd);
-
-    if (w->ioq)
-        ioq_drain(w->ioq);
-    w->finished = true;
-    if (!w->err)
-        w->err = -ECANCELED;
+    wstate_abort(&to_w(bd)->ws);
     /* the caller removes the extents' temporary files */
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "formats/vmdk/write_priv.h"
+#include "formats/writer_util.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"
@@ -21,10 +22,7 @@ struct vmdkw_sparse {
     struct vmdkw_sx x;
     uint32_t cid;
     char *extent_name;      /* the file's own name, for the descriptor */
-    struct ioq *ioq;
-    bool durable;
-    int err;                /* sticky first error */
-    bool finished;
+    struct wstate ws;
 };
 
 
@@ -35,9 +33,7 @@ static struct vmdkw_sparse *to_w(struct bd *bd)
 
 static int set_err(struct vmdkw_sparse *w, int r)
 {
-    if (r < 0 && !w->err)
-        w->err = r;
-    return r;
+    return wstate_err(&w->ws, r);
 }
 
 static void w_free(struct vmdkw_sparse *w)
@@ -67,8 +63,7 @@ int vmdkw_sparse_create(struct bd **out, struct bfile *f, const struct bd_create
     w->p = *p;
     w->bd.size = p->size;
     w->bd.granule = VMDKW_GRAIN_BYTES;
-    w->ioq = o->ioq;
-    w->durable = o->durable;
+    wstate_init(&w->ws, &w->bd, o);
     w->cid = vmdkw_new_cid();
     w->x.file = f;
     w->x.name = f->path;
@@ -109,23 +104,6 @@ fail:
     return r;
 }
 
-static int check_range(struct vmdkw_sparse *w, uint64_t off, uint64_t len, const char *op)
-{
-    if (w->err)
-        return w->err;
-    if (w->finished)
-        return set_err(w, diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                                    "internal error: %s after finish", op));
-    /* only the image's last grain may be cut short */
-    if (len == 0 || off >= w->p.size || len > w->p.size - off || off % VMDKW_GRAIN_BYTES ||
-        (len % VMDKW_GRAIN_BYTES && off + len != w->p.size))
-        return diag_fail(w->bd.diag, -EINVAL, w->bd.filename, (int64_t)off,
-                         "internal error: %s of %llu bytes at %llu is not whole grains "
-                         "inside the image", op, (unsigned long long)len,
-                         (unsigned long long)off);
-    return 0;
-}
-
 static int s_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                     ioq_done_fn done, void *opaque)
 {
@@ -133,22 +111,18 @@ static int s_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
     uint64_t host;
     int r;
 
-    if ((r = check_range(w, off, len, "write")) < 0 ||
+    if ((r = wstate_check(&w->ws, bd->size, off, len, "write")) < 0 ||
         (r = set_err(w, vmdkw_sx_alloc(&w->x, off, len, &host))) < 0) {
         done(opaque, r);
         return r;
     }
-    if (w->ioq)
-        return set_err(w, ioq_pwrite(w->ioq, bd->file, buf, len, host, done, opaque));
-    r = set_err(w, bfile_pwrite(bd->file, buf, len, host));
-    done(opaque, r);
-    return r;
+    return wstate_write(&w->ws, bd->file, buf, len, host, done, opaque);
 }
 
 static int s_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
     struct vmdkw_sparse *w = to_w(bd);
-    int r = check_range(w, off, len, "write_zeroes");
+    int r = wstate_check(&w->ws, bd->size, off, len, "write_zeroes");
 
     /* without a parent a grain never written reads as zeros */
     if (r < 0 || !w->p.backing)
@@ -162,20 +136,14 @@ static int s_finish(struct bd *bd)
     char lines[4200], desc[VMDKW_DESC_SECTORS * VMDK_SECTOR];
     int r;
 
-    if (w->err)
-        return w->err;
-    if (w->finished)
-        return set_err(w, diag_fail(bd->diag, -EINVAL, bd->filename, -1,
-                                    "internal error: finish called twice"));
-    w->finished = true;
-    if (w->ioq && (r = set_err(w, ioq_drain(w->ioq))) < 0)
+    if ((r = wstate_finish_begin(&w->ws)) < 0)
         return r;
     snprintf(lines, sizeof(lines), "RW %llu SPARSE \"%s\"\n",
              (unsigned long long)w->p.capacity, w->extent_name);
     if (vmdkw_descriptor(&w->p, w->cid, lines, desc, sizeof(desc)) < 0)
         return set_err(w, diag_fail(bd->diag, -ENAMETOOLONG, bd->filename, VMDK_SECTOR,
                                     "the descriptor does not fit its 10 KiB"));
-    if ((r = set_err(w, vmdkw_sx_finish(&w->x, &w->p, desc, w->durable))) < 0)
+    if ((r = set_err(w, vmdkw_sx_finish(&w->x, &w->p, desc, w->ws.durable))) < 0)
         return r;
     bfile_refresh_size(bd->file);
     return 0;
@@ -183,13 +151,7 @@ static int s_finish(struct bd *bd)
 
 static void s_abort(struct bd *bd)
 {
-    struct vmdkw_sparse *w = to_w(bd);
-
-    if (w->ioq)
-        ioq_drain(w->ioq);
-    w->finished = true;
-    if (!w->err)
-        w->err = -ECANCELED;
+    wstate_abort(&to_w(bd)->ws);
 }
 
 static void s_close(struct bd *bd)

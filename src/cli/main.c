@@ -24,6 +24,7 @@ static const struct command commands[] = {
     { "resize", cmd_resize },
     { "snapshot", cmd_snapshot },
     { "rebase", cmd_rebase },
+    { "bitmap", cmd_bitmap },
 };
 
 static const char usage_text[] =

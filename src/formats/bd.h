@@ -128,6 +128,17 @@ struct bd;
 
 enum bd_snapshot_op { BD_SNAPSHOT_CREATE, BD_SNAPSHOT_APPLY, BD_SNAPSHOT_DELETE };
 
+/* One operation of qemu-img bitmap on a persistent dirty bitmap. */
+enum bd_bitmap_act {
+    BD_BITMAP_ADD, BD_BITMAP_REMOVE, BD_BITMAP_CLEAR, BD_BITMAP_ENABLE,
+    BD_BITMAP_DISABLE, BD_BITMAP_MERGE,
+};
+struct bd_bitmap_op {
+    enum bd_bitmap_act act;
+    const char *source;         /* merge: the source bitmap's name */
+    struct bd *source_bd;       /* merge: the image it is in (NULL: this one) */
+};
+
 /* What a driver's output side can do (bd_driver.caps), so that no command
  * decides by a driver's name.  STREAM_OUT, STREAM_TWO_PASS, UNKNOWN_SIZE,
  * INPLACE and BACKING describe a format (the registered drivers);
@@ -264,6 +275,16 @@ struct bd_driver {
      * (NULL: none recorded) in an image opened for writing; the header
      * only, in one write, synced (rebase -u; safe rebase copies first). */
     int (*set_backing)(struct bd *bd, const char *name, const char *fmt);
+
+    /* Optional: persistent dirty bitmaps (qemu-img bitmap) of an image
+     * opened for writing: `ops` applied in order to the bitmap `name`
+     * (`granularity` for an add, 0: the default), then written, crash-safe.
+     * When op k fails, *failed = k, the operations before it are written
+     * (as qemu-img does) and its error is returned; a failure that is no
+     * single operation's (a corrupt image, an I/O error) sets *failed = n.
+     * Afterwards the image may only be closed. */
+    int (*bitmap)(struct bd *bd, const char *name, const struct bd_bitmap_op *ops,
+                  size_t n, uint64_t granularity, size_t *failed);
 };
 
 struct bd {

@@ -181,6 +181,7 @@ const struct bd_driver bd_qcow2 = {
     .resize = qcow2_resize,
     .snapshot = qcow2_snapshot_op,
     .set_backing = qcow2_set_backing,
+    .bitmap = qcow2_bitmap_op,
     /* writing: a new image is a bd_qcow2_out (write.c) */
     .create_options_help = qcow2w_options_help,
     .describe_create = qcow2w_describe_create,

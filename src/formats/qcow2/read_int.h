@@ -234,6 +234,10 @@ int qcow2_pread(struct bd *bd, void *buf, size_t len, uint64_t off);
  * NULL, 0), at open; each table must lie inside the file */
 int qcow2_read_bitmaps(struct qcow2 *q);
 
+/* bitmap_write.c: bd_driver.bitmap (qemu-img bitmap) */
+int qcow2_bitmap_op(struct bd *bd, const char *name, const struct bd_bitmap_op *ops,
+                    size_t n, uint64_t granularity, size_t *failed);
+
 /* info.c */
 int qcow2_info(struct bd *bd, struct jval *obj);
 

@@ -285,6 +285,14 @@ struct bd_driver {
      * Afterwards the image may only be closed. */
     int (*bitmap)(struct bd *bd, const char *name, const struct bd_bitmap_op *ops,
                   size_t n, uint64_t granularity, size_t *failed);
+
+    /* Optional: convert --bitmaps.  With `dst` NULL, whether the bitmaps
+     * of `src` (an image of this driver) can be copied: bitmaps marked in
+     * use refused, or warned about with `skip_broken`.  Else every bitmap
+     * of `src` but those is added to `dst` (an image of this format opened
+     * for writing, of the same virtual size) with its granularity, enabled
+     * flag and content, crash-safe; an existing name is an error. */
+    int (*bitmaps_copy)(struct bd *dst, struct bd *src, bool skip_broken);
 };
 
 struct bd {

@@ -31,4 +31,17 @@ void qcow2_bitmap_mark(uint8_t *data, uint64_t size, unsigned gbits, uint64_t of
 void qcow2_bitmap_merge(uint8_t *dst, unsigned dbits, const uint8_t *src, unsigned sbits,
                         uint64_t size);
 
+/* convert -n: the enabled bitmaps (not in use) of the target `q` loaded
+ * and marked in use in place before anything is written (*out NULL when
+ * there are none); _mark records a written guest range; _end, after the
+ * writer's metadata is committed, writes them with the ranges recorded
+ * and the in-use flag cleared (crash-safe, as bitmap operations).  A crash
+ * in between leaves them in use: inconsistent, as qemu leaves them. */
+struct qcow2_bmtrack;
+int qcow2_bitmaps_track_begin(struct qcow2 *q, struct qcow2_bmtrack **out);
+void qcow2_bitmaps_track_mark(struct qcow2 *q, struct qcow2_bmtrack *t, uint64_t off,
+                              uint64_t len);
+int qcow2_bitmaps_track_end(struct qcow2 *q, struct qcow2_bmtrack *t);
+void qcow2_bitmaps_track_free(struct qcow2_bmtrack *t);
+
 #endif

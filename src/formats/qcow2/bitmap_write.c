@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "formats/qcow2/bitmap_int.h"
 #include "formats/qcow2/qcow2.h"
@@ -540,6 +541,192 @@ int qcow2_bitmap_op(struct bd *bd, const char *name, const struct bd_bitmap_op *
     }
     if (op_r < 0 && r == op_r)
         *failed = k;
+    model_free(&m);
+    return r;
+}
+
+/* --- convert --bitmaps --------------------------------------------------- */
+
+static int copy_check(struct qcow2 *sq, bool skip_broken)
+{
+    /* qemu-img looks at the bitmaps last to first */
+    for (uint32_t i = sq->nbitmaps; i-- > 0;) {
+        const struct qcow2_bitmap *b = &sq->bitmaps[i];
+        if (!(b->flags & QCOW2_BME_IN_USE))
+            continue;
+        if (!skip_broken)
+            return FAIL(sq, -EBUSY, "Cannot copy inconsistent bitmap '%s'\nTry "
+                        "--skip-broken-bitmaps, or use 'qemu-img bitmap --remove' to "
+                        "delete it", b->name);
+        diag_warn(sq->bd.diag, NULL, -1, "Skipping inconsistent bitmap '%s'", b->name);
+    }
+    return 0;
+}
+
+int qcow2_bitmaps_copy(struct bd *dst, struct bd *src, bool skip_broken)
+{
+    struct qcow2 *sq = to_qcow2(src);
+    struct bmodel m;
+    int r;
+
+    if (!dst) {
+        if (src->drv != &bd_qcow2)
+            return diag_fail(src->diag, -ENOTSUP, src->filename, -1,
+                             "Source lacks bitmap support");
+        return copy_check(sq, skip_broken);
+    }
+    struct qcow2 *q = to_qcow2(dst);
+    if (dst->drv != &bd_qcow2 || q->h.version < 3)
+        return FAIL(q, -ENOTSUP, "Format driver '%s' does not support bitmaps",
+                    dst->drv->name);
+    if (sq->bd.size != q->bd.size)
+        return FAIL(q, -EINVAL, "the output's virtual size (%" PRIu64 ") is not the "
+                    "source's (%" PRIu64 "): its bitmaps cannot be copied", q->bd.size,
+                    sq->bd.size);
+    /* a name the output has already: refused before anything changes
+     * (qemu-img meets them last to first) */
+    for (uint32_t i = sq->nbitmaps; i-- > 0;)
+        for (uint32_t j = 0; j < q->nbitmaps; j++)
+            if (!(sq->bitmaps[i].flags & QCOW2_BME_IN_USE) &&
+                strcmp(sq->bitmaps[i].name, q->bitmaps[j].name) == 0)
+                return FAIL(q, -EEXIST, "Failed to create bitmap %s: Bitmap already "
+                            "exists: %s", q->bitmaps[j].name, q->bitmaps[j].name);
+    if ((r = refuse(q)) < 0 || (r = model_init(&m, q)) < 0)
+        return r;
+    for (uint32_t i = 0; i < sq->nbitmaps && r == 0; i++) {
+        const struct qcow2_bitmap *b = &sq->bitmaps[i];
+        if (b->flags & QCOW2_BME_IN_USE)
+            continue;           /* skipped, with a warning (copy_check) */
+        struct bd_bitmap_op op = { .act = BD_BITMAP_MERGE, .source = b->name,
+                                   .source_bd = src };
+        if ((r = op_add(&m, b->name, UINT64_C(1) << b->granularity_bits)) < 0) {
+            if (r == -EEXIST) {
+                char what[sizeof(dst->diag->what)];
+                snprintf(what, sizeof(what), "%s", dst->diag->what);
+                diag_clear(dst->diag);
+                r = FAIL(q, -EEXIST, "Failed to create bitmap %s: %s", b->name, what);
+            }
+            break;
+        }
+        struct bment *e = &m.e[m.n - 1];
+        e->flags = b->flags & QCOW2_BME_AUTO;
+        r = op_merge(&m, e, &op);
+    }
+    if (r == 0 && m.n > q->nbitmaps)
+        r = commit(&m);
+    model_free(&m);
+    return r;
+}
+
+/* --- convert -n: the enabled bitmaps record what is written --------------- */
+
+struct qcow2_bmtrack {
+    uint32_t n;
+    uint32_t *idx;              /* index in q->bitmaps */
+    uint8_t **data;
+};
+
+void qcow2_bitmaps_track_free(struct qcow2_bmtrack *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n; i++)
+        free(t->data[i]);
+    free(t->data);
+    free(t->idx);
+    free(t);
+}
+
+/* The directory as it is, with the in-use flag set on the tracked bitmaps,
+ * written over itself (nothing else changes; any mix of old and new flags
+ * a crash leaves is safe: nothing has been written yet). */
+static int mark_in_use(struct qcow2 *q, const struct qcow2_bmtrack *t)
+{
+    const struct qcow2_header *h = &q->h;
+    uint64_t len = h->bitmap_directory_size;
+    uint8_t *dir = malloc(len);
+    int r;
+
+    if (!dir)
+        return FAIL(q, -ENOMEM, "out of memory");
+    r = bfile_pread(q->bd.file, dir, len, h->bitmap_directory_offset);
+    for (uint32_t i = 0; i < t->n && r == 0; i++) {
+        struct qcow2_bitmap *b = &q->bitmaps[t->idx[i]];
+        uint64_t at = b->entry_offset - h->bitmap_directory_offset + 12;
+        b->flags |= QCOW2_BME_IN_USE;
+        be32_put(dir + at, b->flags);
+    }
+    if (r == 0 && (r = bfile_pwrite(q->bd.file, dir, len, h->bitmap_directory_offset)) == 0)
+        r = bfile_sync(q->bd.file);
+    free(dir);
+    return r;
+}
+
+int qcow2_bitmaps_track_begin(struct qcow2 *q, struct qcow2_bmtrack **out)
+{
+    struct qcow2_bmtrack *t;
+    uint64_t len, total = 0;
+    int r = 0;
+
+    *out = NULL;
+    if (!q->nbitmaps)
+        return 0;
+    if (!(t = calloc(1, sizeof(*t))) || !(t->idx = calloc(q->nbitmaps, sizeof(*t->idx))) ||
+        !(t->data = calloc(q->nbitmaps, sizeof(*t->data)))) {
+        qcow2_bitmaps_track_free(t);
+        return FAIL(q, -ENOMEM, "out of memory");
+    }
+    /* in-use bitmaps are stale already and stay so, disabled ones record nothing */
+    for (uint32_t i = 0; i < q->nbitmaps && r == 0; i++) {
+        const struct qcow2_bitmap *b = &q->bitmaps[i];
+        if ((b->flags & (QCOW2_BME_IN_USE | QCOW2_BME_AUTO)) != QCOW2_BME_AUTO)
+            continue;
+        total += qcow2_bitmap_bytes(q->h.size, b->granularity_bits);
+        if (total > 4 * (uint64_t)QCOW2_BME_MAX_PHYS)
+            r = FAIL(q, -EFBIG, "the enabled bitmaps take more than %u bytes together",
+                     4 * QCOW2_BME_MAX_PHYS);
+        else if ((r = qcow2_bitmap_load(q, b, &t->data[t->n], &len)) == 0)
+            t->idx[t->n++] = i;
+    }
+    if (r == 0 && t->n)
+        r = mark_in_use(q, t);
+    if (r < 0 || !t->n) {
+        qcow2_bitmaps_track_free(t);
+        return r;
+    }
+    *out = t;
+    return 0;
+}
+
+void qcow2_bitmaps_track_mark(struct qcow2 *q, struct qcow2_bmtrack *t, uint64_t off,
+                              uint64_t len)
+{
+    for (uint32_t i = 0; t && i < t->n; i++)
+        qcow2_bitmap_mark(t->data[i], q->h.size,
+                          q->bitmaps[t->idx[i]].granularity_bits, off, len);
+}
+
+int qcow2_bitmaps_track_end(struct qcow2 *q, struct qcow2_bmtrack *t)
+{
+    struct bmodel m;
+    struct stat st;
+    int r;
+
+    if (!t)
+        return 0;
+    /* the writer grew the file: the commit appends after its end */
+    if (fstat(q->bd.file->fd, &st) < 0)
+        return diag_errno(q->bd.diag, -errno, q->bd.filename, -1, "fstat");
+    q->bd.file->size = (uint64_t)st.st_size;
+    if ((r = model_init(&m, q)) < 0)
+        return r;
+    for (uint32_t i = 0; i < t->n; i++) {
+        struct bment *e = &m.e[t->idx[i]];
+        e->data = t->data[i];
+        t->data[i] = NULL;
+        e->flags = (e->flags & ~QCOW2_BME_IN_USE) | QCOW2_BME_AUTO;
+    }
+    r = commit(&m);
     model_free(&m);
     return r;
 }

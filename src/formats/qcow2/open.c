@@ -182,6 +182,7 @@ const struct bd_driver bd_qcow2 = {
     .snapshot = qcow2_snapshot_op,
     .set_backing = qcow2_set_backing,
     .bitmap = qcow2_bitmap_op,
+    .bitmaps_copy = qcow2_bitmaps_copy,
     /* writing: a new image is a bd_qcow2_out (write.c) */
     .create_options_help = qcow2w_options_help,
     .describe_create = qcow2w_describe_create,

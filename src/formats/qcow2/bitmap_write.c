@@ -717,7 +717,7 @@ int qcow2_bitmaps_track_end(struct qcow2 *q, struct qcow2_bmtrack *t)
     /* the writer grew the file: the commit appends after its end */
     if (fstat(q->bd.file->fd, &st) < 0)
         return diag_errno(q->bd.diag, -errno, q->bd.filename, -1, "fstat");
-    q->bd.file->size = (uint64_t)st.st_size;
+    q->bd.file->size = q->file_size = (uint64_t)st.st_size;
     if ((r = model_init(&m, q)) < 0)
         return r;
     for (uint32_t i = 0; i < t->n; i++) {

@@ -63,6 +63,11 @@ both() {
     sed -i 's/^qemu-img: /diskimg: /; s/#block[0-9]*/q.qcow2/g' q.err
     sed -i 's/d\.qcow2/q.qcow2/g' d.err
     cmp -s q.err d.err || { diff q.err d.err; fail "$tag: messages differ"; }
+    # nothing written (a refusal): qemu-img's copy must still list the same
+    if cmp -s "$base" d.qcow2; then
+        [ "$(bitmaps q.qcow2)" = "$(bitmaps "$base")" ] || fail "$tag: qemu-img changed it"
+        return 0
+    fi
     same "$tag"
 }
 
@@ -138,7 +143,7 @@ cmp -s raw.img r.img || fail "raw image changed"
 
 # --- in-use (inconsistent) bitmaps: only --remove, as qemu -----------------
 cp base.qcow2 inuse.qcow2
-qemu-io -c 'write 0 64k' -c 'sigraise 9' inuse.qcow2 >/dev/null 2>&1
+(qemu-io -c 'write 0 64k' -c 'sigraise 9' inuse.qcow2 >/dev/null 2>&1; true) 2>/dev/null
 bitmaps inuse.qcow2 | grep -q '"in-use"' || fail "no in-use bitmap made"
 both "clear in use" inuse.qcow2 --clear q.qcow2 b64k
 both "merge from in use" inuse.qcow2 --merge b512 q.qcow2 b64k

@@ -62,7 +62,7 @@ same "convert --bitmaps -c, 4 KiB clusters" q.qcow2 d.qcow2
 
 # in-use bitmaps: refused, or skipped with a warning each
 cp base.qcow2 inuse.qcow2
-qemu-io -c 'write 0 64k' -c 'sigraise 9' inuse.qcow2 >/dev/null 2>&1
+(qemu-io -c 'write 0 64k' -c 'sigraise 9' inuse.qcow2 >/dev/null 2>&1; true) 2>/dev/null
 qemu-img bitmap --add inuse.qcow2 fresh
 qemu-img check -q inuse.qcow2 || fail "in-use image not clean"
 

@@ -488,7 +488,7 @@ static int salvage_job(struct cv *cv, struct job *j)
                     bad_start = j->off + q;
                     bad_len = sec;
                     pthread_mutex_lock(&sd->lock);
-                    snprintf(why, sizeof(why), "%s", sd->what);
+                    snprintf(why, sizeof(why), "%.500s", sd->what);
                     snprintf(file, sizeof(file), "%s", sd->file);
                     pthread_mutex_unlock(&sd->lock);
                 }

@@ -6,7 +6,7 @@
 need qemu-img
 need qemu-io
 
-for c in convert create info map check compare measure resize snapshot rebase commit amend sparsify dd; do
+for c in convert create info map check compare measure resize snapshot rebase commit amend bitmap sparsify dd; do
     "$DISKIMG" $c --help > "$T/help" || fail "$c --help: exit status"
     grep -q "^Usage: diskimg $c" "$T/help" || fail "$c --help: no usage line"
 done
@@ -97,6 +97,7 @@ same "commit -f qcow2 -t none -b base.qcow2 -r 100M -d -q top.qcow2" \
 same "commit -p top.qcow2" "commit --progress top.qcow2"
 same "amend -f qcow2 -t none -q -o lazy_refcounts=on other.qcow2" \
      "amend --format qcow2 --cache none --quiet --options lazy_refcounts=on other.qcow2"
+same "bitmap --add -g 64k -f qcow2 other.qcow2 b0" "bitmap --add --granularity 64k --format qcow2 other.qcow2 b0"
 same "sparsify -S 64k -f raw -q disk.raw" "sparsify --sparse-size 64k --format raw --quiet disk.raw"
 same "dd -f qcow2 -O qcow2 -U bs=64k count=40 skip=3 if=top.qcow2 of=o.qcow2" \
      "dd --format qcow2 --output-format qcow2 --force-share bs=64k count=40 skip=3 if=top.qcow2 of=o.qcow2"

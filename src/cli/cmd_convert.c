@@ -82,13 +82,19 @@ static const char help_text[] =
     "                    parent whose unique id is not the one recorded\n"
     "  --salvage         read errors become zeros with a warning per range\n"
     "                    (and a summary); the conversion goes on\n"
+    "  --bitmaps         copy every persistent dirty bitmap of the source (qcow2)\n"
+    "                    to the output (qcow2), with its granularity, enabled flag\n"
+    "                    and content; a bitmap marked in use is refused\n"
+    "  --skip-broken-bitmaps  with --bitmaps: skip bitmaps marked in use, with a\n"
+    "                    warning\n"
     "  -v, --verbose     report what ran (I/O backend, threads, zero detection,\n"
     "                    bytes shared, offloaded and copied)\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
 enum { OPT_TARGET_IS_ZERO = 256, OPT_PROGRESS, OPT_ALLOW_EXTERNAL, OPT_DISK,
-       OPT_IGNORE_CID, OPT_SALVAGE, OPT_COPY_OFFLOAD, OPT_HELP };
+       OPT_IGNORE_CID, OPT_SALVAGE, OPT_COPY_OFFLOAD, OPT_BITMAPS, OPT_SKIP_BROKEN,
+       OPT_HELP };
 
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
@@ -99,6 +105,8 @@ static const struct option long_opts[] = {
     { "ignore-parent-cid", no_argument, NULL, OPT_IGNORE_CID },
     { "salvage", no_argument, NULL, OPT_SALVAGE },
     { "copy-offload", required_argument, NULL, OPT_COPY_OFFLOAD },
+    { "bitmaps", no_argument, NULL, OPT_BITMAPS },
+    { "skip-broken-bitmaps", no_argument, NULL, OPT_SKIP_BROKEN },
     { "verbose", no_argument, NULL, 'v' },
     { "quiet", no_argument, NULL, 'q' },
     /* qemu-img 10's long names of the short options */
@@ -130,6 +138,7 @@ struct args {
     bool out_fmt_given;         /* -O was passed (not the default raw) */
     bool compress, no_create, target_is_zero, out_of_order, quiet, verbose;
     bool allow_external, ignore_cid, salvage;
+    bool bitmaps, skip_broken;
     enum convert_offload offload;
     enum progress_mode progress;
     char **srcs;
@@ -212,6 +221,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         }
         case OPT_IGNORE_CID: a->ignore_cid = true; break;
         case OPT_SALVAGE: a->salvage = true; break;
+        case OPT_BITMAPS: a->bitmaps = true; break;
+        case OPT_SKIP_BROKEN: a->skip_broken = true; break;
         case 'C': a->offload = CONVERT_OFFLOAD_REQUIRED; break;
         case OPT_COPY_OFFLOAD:
             if (!strcmp(optarg, "auto"))
@@ -239,6 +250,15 @@ static int parse_args(int argc, char **argv, struct args *a)
     a->srcs = argv + optind;
     a->nsrcs = argc - optind - 1;
     a->dst = argv[argc - 1];
+    /* qemu-img's words */
+    if (a->skip_broken && !a->bitmaps) {
+        cli_error("Use of --skip-broken-bitmaps requires --bitmaps");
+        return 1;
+    }
+    if (a->bitmaps && a->nsrcs > 1) {
+        cli_error("Copying bitmaps only possible with single source");
+        return 1;
+    }
     if (a->target_is_zero && !a->no_create)
         return cli_usage_error("convert", "--target-is-zero needs -n");
     if (a->no_create && a->o.n && !kvopts_wants_help(&a->o))
@@ -361,6 +381,58 @@ static void print_offload(const struct convert_stats *st, enum convert_offload m
     fputc('\n', stderr);
 }
 
+/* --bitmaps: refused before anything is written when the output format or
+ * the source cannot hold bitmaps or a source bitmap is in use (qemu-img's
+ * messages; it finds some of them only after creating the output).
+ * 1: refused (printed). */
+static int check_bitmaps(struct args *a, const struct bd_driver *odrv,
+                         struct bd *src, struct diag *d)
+{
+    const char *compat = odrv->bitmaps_copy ? kvopts_get(&a->o, "compat") : NULL;
+
+    if (strcmp(a->dst, "-") == 0) {
+        cli_error("--bitmaps needs an output file");
+        return 1;
+    }
+    if (!odrv->bitmaps_copy || (compat && (!strcmp(compat, "0.10") || !strcmp(compat, "v2")))) {
+        cli_error("Format driver '%s' does not support bitmaps", odrv->name);
+        return 1;
+    }
+    if (!src->drv->bitmaps_copy) {
+        cli_error("Source lacks bitmap support");
+        return 1;
+    }
+    if (src->drv->bitmaps_copy(NULL, src, a->skip_broken) < 0) {
+        cli_error("%s", d->what);
+        return 1;
+    }
+    return 0;
+}
+
+/* --bitmaps, after the content is written: the bitmaps of `src` added to
+ * the output file at `path` (the temporary file, or the -n target). */
+static int copy_bitmaps(const struct args *a, struct bd *src, const char *path,
+                        struct diag *d)
+{
+    struct bd_open_opts oo = { .format = "qcow2", .writable = true, .no_backing = true,
+                               .allow_external = true };
+    struct bd *dst = NULL;
+    int r = bd_open(&dst, path, &oo, d);
+
+    if (r == 0 && !dst->drv->bitmaps_copy)
+        r = diag_fail(d, -ENOTSUP, a->dst, -1, "the output cannot hold bitmaps");
+    if (r == 0)
+        r = dst->drv->bitmaps_copy(dst, src, a->skip_broken);
+    if (r == -EEXIST) {
+        /* qemu-img's message, without the file name */
+        cli_error("%s", d->what);
+        diag_clear(d);
+        d->err = r;
+    }
+    bd_close(dst);
+    return r;
+}
+
 int cmd_convert(int argc, char **argv)
 {
     struct args a;
@@ -433,6 +505,8 @@ int cmd_convert(int argc, char **argv)
         if (src[i]->file && src[i]->file->kind == BFILE_STREAM)
             sequential = true;
     }
+    if (a.bitmaps && (r = check_bitmaps(&a, odrv, src[0], &d)) != 0)
+        goto fail_quiet;
     uint64_t total = convert_total_size(src, (size_t)a.nsrcs);
     /* raw from a pipe: the size is known only at its end */
     bool size_unknown = total == UINT64_MAX;
@@ -569,9 +643,13 @@ int cmd_convert(int argc, char **argv)
         r = out->drv->resize(out, st.total, true);
     if (r == 0)
         r = out->drv->finish(out);
+    if (r == 0 && a.bitmaps)
+        r = copy_bitmaps(&a, src[0], of.tmp ? of.tmp : of.final ? of.final : a.dst, &d);
     if (r == 0)
         r = outfile_commit(&of, durable, &d);
     progress_finish(&prog, r == 0);
+    if (r < 0 && d.err == -EEXIST && !d.what[0])
+        goto fail_quiet;
     if (r < 0)
         goto fail;
     if (st.salvaged && !a.quiet)

@@ -14,6 +14,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_bitmap(int argc, char **argv);
 int cmd_rebase(int argc, char **argv);
 int cmd_dd(int argc, char **argv);
 int cmd_commit(int argc, char **argv);

@@ -27,6 +27,7 @@ static const struct command commands[] = {
     { "dd", cmd_dd },
     { "commit", cmd_commit },
     { "amend", cmd_amend },
+    { "bitmap", cmd_bitmap },
 };
 
 static const char usage_text[] =
@@ -66,6 +67,9 @@ static const char usage_text[] =
     "                       write an image's content into its backing file\n"
     "  amend    [-f FMT] [-p] [-q] -o OPTS IMG\n"
     "                       change a qcow2 image's format options in place\n"
+    "  bitmap   (--add | --remove | --clear | --enable | --disable | --merge SRC)...\n"
+    "           [-g GRANULARITY] [-b SRC_FILE [-F FMT]] [-f FMT] IMG BITMAP\n"
+    "                       change the persistent dirty bitmaps of a qcow2 image\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"

@@ -146,6 +146,17 @@ struct bd;
 
 enum bd_snapshot_op { BD_SNAPSHOT_CREATE, BD_SNAPSHOT_APPLY, BD_SNAPSHOT_DELETE };
 
+/* One operation of qemu-img bitmap on a persistent dirty bitmap. */
+enum bd_bitmap_act {
+    BD_BITMAP_ADD, BD_BITMAP_REMOVE, BD_BITMAP_CLEAR, BD_BITMAP_ENABLE,
+    BD_BITMAP_DISABLE, BD_BITMAP_MERGE,
+};
+struct bd_bitmap_op {
+    enum bd_bitmap_act act;
+    const char *source;         /* merge: the source bitmap's name */
+    struct bd *source_bd;       /* merge: the image it is in (NULL: this one) */
+};
+
 /* What a driver's output side can do (bd_driver.caps), so that no command
  * decides by a driver's name.  STREAM_OUT, STREAM_TWO_PASS, UNKNOWN_SIZE,
  * INPLACE and BACKING describe a format (the registered drivers);
@@ -296,6 +307,23 @@ struct bd_driver {
      * call (a downgrade, as qemu-img) or after.  Afterwards the image may
      * only be closed. */
     int (*amend)(struct bd *bd, const struct bd_amend *a, bool *resize_first);
+    /* Optional: persistent dirty bitmaps (qemu-img bitmap) of an image
+     * opened for writing: `ops` applied in order to the bitmap `name`
+     * (`granularity` for an add, 0: the default), then written, crash-safe.
+     * When op k fails, *failed = k, the operations before it are written
+     * (as qemu-img does) and its error is returned; a failure that is no
+     * single operation's (a corrupt image, an I/O error) sets *failed = n.
+     * Afterwards the image may only be closed. */
+    int (*bitmap)(struct bd *bd, const char *name, const struct bd_bitmap_op *ops,
+                  size_t n, uint64_t granularity, size_t *failed);
+
+    /* Optional: convert --bitmaps.  With `dst` NULL, whether the bitmaps
+     * of `src` (an image of this driver) can be copied: bitmaps marked in
+     * use refused, or warned about with `skip_broken`.  Else every bitmap
+     * of `src` but those is added to `dst` (an image of this format opened
+     * for writing, of the same virtual size) with its granularity, enabled
+     * flag and content, crash-safe; an existing name is an error. */
+    int (*bitmaps_copy)(struct bd *dst, struct bd *src, bool skip_broken);
 };
 
 struct bd {

@@ -19,7 +19,8 @@ struct diag {
     int err;            /* 0, or the negative errno of the first failure */
     int64_t offset;     /* byte offset in `file` the problem is at, or -1 */
     char file[1024];    /* file the problem is in ("" if none) */
-    char what[512];     /* what is wrong, without file or offset */
+    char what[3584];    /* what is wrong, without file or offset (room for two
+                           1023-byte bitmap names in one message) */
     unsigned warnings;  /* number of warnings reported so far */
     /* Optional warning sink (e.g. --salvage); NULL prints nothing. */
     void (*warn)(void *opaque, const char *file, int64_t offset, const char *msg);

@@ -218,7 +218,7 @@ done
 # writes into, and damaged copies of a few: leaks, refcounts too low and too
 # high, refcount blocks outside the file (its end wrapping too), a copied
 # flag cleared, compressed entries over three host clusters
-for t in fuzz_qcow2_repair fuzz_qcow2_resize fuzz_qcow2_snapshot; do
+for t in fuzz_qcow2_repair fuzz_qcow2_resize fuzz_qcow2_snapshot fuzz_qcow2_bitmap; do
     cp -r "$out/fuzz_qcow2_inplace" "$out/$t"
     python3 "$top/tests/fuzz/make-qcow2-damaged.py" "$out/$t" "$q"/v3-c4k.qcow2 \
         "$q"/v2-c4k.qcow2 "$q"/rc1.qcow2 "$q"/rcbits64.qcow2 "$q"/snap.qcow2 \

@@ -48,8 +48,8 @@ if [ "$(cat build-fuzz/seeds/.stamp 2>/dev/null)" != "$stamp" ]; then
 fi
 
 # dictionary of a target: its own, else the one of its family
-# (fuzz_qcow2_inplace, fuzz_qcow2_repair, fuzz_qcow2_resize and fuzz_qcow2_snapshot use
-# fuzz_qcow2.dict)
+# (fuzz_qcow2_inplace, fuzz_qcow2_repair, fuzz_qcow2_resize, fuzz_qcow2_snapshot and
+# fuzz_qcow2_bitmap use fuzz_qcow2.dict)
 dict_of() {
     local t=$1
     while [ -n "$t" ]; do

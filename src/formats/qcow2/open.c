@@ -184,6 +184,8 @@ const struct bd_driver bd_qcow2 = {
     .set_backing = qcow2_set_backing,
     .make_empty = qcow2_make_empty,
     .amend = qcow2_amend,
+    .bitmap = qcow2_bitmap_op,
+    .bitmaps_copy = qcow2_bitmaps_copy,
     /* writing: a new image is a bd_qcow2_out (write.c) */
     .create_options_help = qcow2w_options_help,
     .describe_create = qcow2w_describe_create,

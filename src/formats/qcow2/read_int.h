@@ -234,6 +234,13 @@ int qcow2_pread(struct bd *bd, void *buf, size_t len, uint64_t off);
  * NULL, 0), at open; each table must lie inside the file */
 int qcow2_read_bitmaps(struct qcow2 *q);
 
+/* bitmap_write.c: bd_driver.bitmap (qemu-img bitmap) */
+int qcow2_bitmap_op(struct bd *bd, const char *name, const struct bd_bitmap_op *ops,
+                    size_t n, uint64_t granularity, size_t *failed);
+
+/* bitmap_write.c: bd_driver.bitmaps_copy (convert --bitmaps) */
+int qcow2_bitmaps_copy(struct bd *dst, struct bd *src, bool skip_broken);
+
 /* info.c */
 int qcow2_info(struct bd *bd, struct jval *obj);
 

@@ -416,3 +416,10 @@ int qcow2_snapw_commit(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
         return r;
     return bfile_sync(q->bd.file);
 }
+
+int qcow2_snapw_write_refcounts(struct qcow2_snapw *w, uint64_t *table_off,
+                                uint32_t *table_clusters)
+{
+    int r = write_refcounts(w, table_off, table_clusters);
+    return r < 0 ? r : bfile_sync(w->q->bd.file);
+}

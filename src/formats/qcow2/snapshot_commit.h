@@ -76,4 +76,12 @@ int qcow2_snapw_prepare(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
 int qcow2_snapw_commit(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
                        const uint8_t *tab, uint64_t len, uint32_t nb);
 
+/* For other commits (bitmaps): the new refcount blocks and table for
+ * w->rc, written past the end and synced (the old ones freed in them);
+ * the caller switches the header to *table_off, *table_clusters.  The
+ * active L1 and L2 tables must not have changed (copied flags are not
+ * revisited). */
+int qcow2_snapw_write_refcounts(struct qcow2_snapw *w, uint64_t *table_off,
+                                uint32_t *table_clusters);
+
 #endif

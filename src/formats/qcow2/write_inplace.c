@@ -31,9 +31,13 @@
  * check`) and refused when it has corruptions -- a cluster named twice, a
  * table overlapping data, a refcount too low, a copied flag that does not
  * match the refcount (what tells shared clusters from the active image's
- * own).  Refused as well: dirty or corrupt-flagged images, persistent
- * bitmaps (they would go stale), external data files, and images smaller
- * than the source.
+ * own).  Refused as well: dirty or corrupt-flagged images, external data
+ * files, images smaller than the source, and persistent bitmaps on a
+ * block device.  Enabled persistent bitmaps record every range written
+ * (as qemu's do): they are marked in use before the first write and
+ * written with the ranges and the flag cleared after the rest
+ * (bitmap_write.c); a crash in between leaves them in use (inconsistent),
+ * as qemu does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/qcow2/bitmap_int.h"
 #include "formats/qcow2/format.h"
 #include "formats/qcow2/read_int.h"
 #include "formats/qcow2/refcount.h"
@@ -105,6 +110,7 @@ struct qcow2ip {
     bool backing;               /* a backing file would show through holes */
     int err;                    /* first error: later calls fail with it */
     struct pending_run pend;    /* ip_map_for_offload -> ip_offload_done */
+    struct qcow2_bmtrack *track; /* the enabled persistent bitmaps, recording */
 };
 
 static struct qcow2ip *to_ip(struct bd *bd)
@@ -507,6 +513,7 @@ static int ip_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
     struct qcow2ip *w = to_ip(bd);
     int r = range_ok(w, off, len);
 
+    qcow2_bitmaps_track_mark(w->q, w->track, off, len);
     if (r == 0)
         r = sticky(w, write_clusters(w, buf, off, len));
     if (done)
@@ -554,6 +561,7 @@ static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
         return r;
     if (w->target_is_zero)
         return 0;               /* the user vouches for it, as with qemu-img */
+    qcow2_bitmaps_track_mark(w->q, w->track, off, len);
     per = w->h->l2_entries;
     if (len % w->cs && w->tail && off + len - len % w->cs == w->tail_guest) {
         /* the source ends inside this cluster and the image goes on */
@@ -632,6 +640,7 @@ static int ip_pwrite_compressed(struct bd *bd, const void *cdata, size_t clen, u
     struct qcow2ip *w = to_ip(bd);
     int r = range_ok(w, off, off + w->cs <= w->bd.size ? w->cs : w->bd.size - off);
 
+    qcow2_bitmaps_track_mark(w->q, w->track, off, w->cs);
     if (r == 0)
         r = sticky(w, write_compressed(w, cdata, clen, off));
     if (done)
@@ -658,6 +667,12 @@ static int ip_finish(struct bd *bd)
         r = commit_metadata(w);
     if (r == 0 && w->durable)
         r = bfile_sync(w->f);
+    /* the bitmaps last: new tables, directory and refcounts, one switch */
+    if (r == 0 && w->track) {
+        r = qcow2_bitmaps_track_end(w->q, w->track);
+        qcow2_bitmaps_track_free(w->track);
+        w->track = NULL;
+    }
     return sticky(w, r);
 }
 
@@ -677,6 +692,7 @@ static void ip_close(struct bd *bd)
 
     if (w->rc_open)
         qcow2_rc_close(&w->rc);
+    qcow2_bitmaps_track_free(w->track);
     if (w->img)
         bd_close(w->img);
     free(w->tab);
@@ -709,6 +725,7 @@ static int ip_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_
         n = 256;
     if ((r = load_table(w, g / per)) < 0 || (r = write_run_at(w, NULL, g, n, host)) < 0)
         return sticky(w, r);
+    qcow2_bitmaps_track_mark(w->q, w->track, off, (uint64_t)r << w->cbits);
     *f = w->f;
     *mapped = (uint64_t)r << w->cbits;
     return 0;
@@ -755,9 +772,10 @@ static int refuse(struct qcow2ip *w, uint64_t src_size)
     if (h->incompatible & QCOW2_INCOMPAT_DATA_FILE)
         return FAIL(w, -ENOTSUP, "writing into an image with an external data file (-n) "
                     "is not supported");
-    if (h->has_bitmaps_ext)
-        return FAIL(w, -ENOTSUP, "the image has persistent bitmaps, which writing into it "
-                    "(-n) would leave stale; remove them first (qemu-img bitmap --remove)");
+    if (h->has_bitmaps_ext && w->f->kind != BFILE_REGULAR)
+        return FAIL(w, -ENOTSUP, "the image on a block device has persistent bitmaps, "
+                    "which writing into it (-n) would leave stale; remove them first "
+                    "(diskimg bitmap --remove)");
     if (w->img->size < src_size)
         return FAIL(w, -EINVAL, "output file is smaller than input file (%" PRIu64
                     " bytes, the input has %" PRIu64 ")", w->img->size, src_size);
@@ -815,6 +833,9 @@ int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *
     w->tab_l1i = NO_TABLE;
     w->pack_used = w->cs;
     if ((r = refuse(w, o->size)) < 0 || (r = verify(w)) < 0)
+        goto fail;
+    /* enabled bitmaps record what is written; marked in use meanwhile */
+    if ((r = qcow2_bitmaps_track_begin(w->q, &w->track)) < 0)
         goto fail;
     /* the reader loaded the entries the virtual size needs (refuse(): all
      * of them are in the table); no second copy */

@@ -714,10 +714,26 @@ static int write_zero_fill(struct cv *cv, struct job *j, uint64_t off, uint64_t 
 }
 
 /* Zeros over [off, off+len) (granule-aligned, or ending at the end). */
+/* The length to write of a range at off: the source's last sector whole,
+ * when the output is larger (vpc and vdi round the size up), as qemu-img
+ * sees every image in whole sectors; the bytes past the source's end are
+ * zeros (the scan padded the buffer with them). */
+static uint64_t out_len(const struct cv *cv, uint64_t off, uint64_t len)
+{
+    uint64_t padded = align_up(len, 512);
+
+    if (!cv->size_unknown && off + len == cv->total && padded != len &&
+        off + padded <= cv->o->out->size)
+        return padded;
+    return len;
+}
+
 static int write_zeros(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
 {
     struct bd *out = cv->o->out;
     struct bd *b = cv->o->out_backing;
+
+    len = out_len(cv, off, len);
 
     if (cv->o->sparse_size == 0)
         return write_zero_fill(cv, j, off, len);
@@ -750,9 +766,12 @@ static int write_data(struct cv *cv, struct job *j, const struct run *run)
     uint64_t off = j->off + run->off;
 
     if (!cv->o->compress || !out->drv->compress) {
+        size_t len = (size_t)out_len(cv, off, run->len);
+        if (run->off + len > cv->chunk)
+            len = run->len;
         j->pending++;
         cv->st->written += run->len;
-        return out->drv->pwrite(out, j->buf + run->off, run->len, off, write_done, j);
+        return out->drv->pwrite(out, j->buf + run->off, len, off, write_done, j);
     }
     for (uint32_t p = run->off; p < run->off + run->len;) {
         uint32_t g = cv->granule - (uint32_t)((j->off + p) % cv->granule);

@@ -5,7 +5,8 @@
 # unchanged.  Logs that do not replay cleanly (an entry whose checksum
 # fails, of another log, writing past the file's end as the log leaves it,
 # a file shorter than the log's flushed size) are errors.  BAT problems
-# open (info) but fail reads, and check reports them (exit 2).  A damaged
+# open (info) but fail reads, and check reports them (exit 2, with
+# qemu-img's summary where it checks the same).  A damaged
 # region table 1 or newer header reads through the good copy; check
 # reports it and check -r all rewrites it from the good one, after which
 # qemu-img finds the image clean.
@@ -60,6 +61,15 @@ while IFS='|' read -r what opts re; do
     "$DISKIMG" check "$T/b-$what.vhdx" > /dev/null 2> "$T/check.err" || rc=$?
     [ $rc = 2 ] || fail "check $what: exit $rc"
     grep -Eq "ERROR: BAT entry [0-9]+: .*$re" "$T/check.err" || { cat "$T/check.err"; fail "check $what"; }
+    # where qemu-img checks the same (blocks past the end, over metadata),
+    # the same summary and exit status
+    case $what in bat-past-eof|bat-over-meta|truncate)
+        command -v qemu-img > /dev/null || continue
+        qrc=0
+        qemu-img check "$T/b-$what.vhdx" > "$T/q.out" 2>/dev/null || qrc=$?
+        "$DISKIMG" check "$T/b-$what.vhdx" > "$T/d.out" 2>/dev/null
+        [ $qrc = 2 ] && diff "$T/q.out" "$T/d.out" || fail "check $what: not qemu-img's summary"
+    esac
 done <<'EOF'
 bat-past-eof||block at [0-9]+ is past the end of the file
 bat-over-meta||overlaps the metadata region

@@ -254,7 +254,8 @@ int vhdx_ov_build(struct vhdx_ov_op *ops, size_t n, struct vhdx_overlay *ov)
         ov->seg = NULL;
         return -ENOMEM;
     }
-    qsort(ops, n, sizeof(*ops), op_cmp);
+    if (n)
+        qsort(ops, n, sizeof(*ops), op_cmp);
     size_t i = 0;
     uint64_t x = n ? ops[0].off : 0;
     while (i < n || hp.n) {

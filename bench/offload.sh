@@ -9,12 +9,14 @@
 # with -t unsafe.  Also prints the outputs' allocated bytes (du) of one run
 # of each: diskimg's must not exceed diskimg --copy-offload=off's.  Needs
 # root (loop mounts), xfsprogs, btrfs-progs, qemu-img.
+# The last two columns: the allocated bytes of one output each way.
 #
 #   bench/offload.sh [-n RUNS] [-s SIZE] [-f FSLIST] [WORKDIR]
 #     -n RUNS   pairs per case (default $BENCH_RUNS or 5)
 #     -s SIZE   corpus size (default 256M; genimg -s 1: random, text, written
 #               zeros and holes in runs of 4K..8M)
-#     -f FSLIST comma list of xfs,btrfs (default both)
+#     -f FSLIST comma list of xfs,btrfs,ext4 (default xfs,btrfs; on ext4
+#               offload is copy_file_range, an in-kernel copy)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${BENCH_RUNS:-5} size=256M fslist=xfs,btrfs
@@ -59,6 +61,7 @@ for fs in ${fslist//,/ }; do
     case $fs in
         xfs) mkfs.xfs -q -f -m reflink=1 "$img" ;;
         btrfs) mkfs.btrfs -q -f "$img" ;;
+        ext4) mkfs.ext4 -q -F "$img" ;;
     esac >/dev/null || exit 1
     mkdir -p "$mnt"
     mount -o loop "$img" "$mnt" || exit 1

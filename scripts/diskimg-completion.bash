@@ -13,6 +13,8 @@
 # Option values: formats after FMT options (the list in the option's text,
 # else every format), cache modes after CACHE options, the listed choices
 # after --opt=a|b, file names after file arguments and for operands.
+# dd's NAME=VALUE operands ("  if=INPUT   the input image") are offered
+# instead of file names; file names after if= and of=.
 
 declare -gA _diskimg_help_cache
 
@@ -52,16 +54,26 @@ _diskimg_commands()
 }
 
 # _diskimg_options BIN CMD: sets _diskimg_opts (every option, "--x=" for
-# options written --x=VALUES) and _diskimg_arg[OPT] = what its argument is:
-# "fmt:LIST", "cache", "file", "list:LIST" or "any".
+# options written --x=VALUES), _diskimg_operands (dd's "name=" operands)
+# and _diskimg_arg[OPT] = what its argument is: "fmt:LIST", "cache",
+# "file", "list:LIST" or "any".
 _diskimg_options()
 {
     local line spec desc tok last kind
     local -a toks
     _diskimg_opts=(--help)
+    _diskimg_operands=()
     _diskimg_arg=()
     _diskimg_help "$1" "$2"
     while IFS= read -r line; do
+        if [[ $line =~ ^\ \ ([a-z]+)=([A-Z_]+)(\ |$) ]]; then
+            _diskimg_operands+=("${BASH_REMATCH[1]}=")
+            case ${BASH_REMATCH[2]} in
+            INPUT | OUTPUT) _diskimg_arg[${BASH_REMATCH[1]}]=file ;;
+            *) _diskimg_arg[${BASH_REMATCH[1]}]=any ;;
+            esac
+            continue
+        fi
         [[ $line =~ ^\ +- ]] || continue
         # the option column ends at the first run of two spaces
         spec=${line#"${line%%[! ]*}"}
@@ -91,7 +103,7 @@ _diskimg_options()
                         kind="fmt:${BASH_REMATCH[1]//, /|}"
                     ;;
                 CACHE) kind=cache ;;
-                FILE | BACKING | IMG | SRC | DST | PATH) kind=file ;;
+                FILE | BACKING | BASE | IMG | SRC | DST | PATH) kind=file ;;
                 [A-Z]*) kind=any ;;
                 *) kind="list:$tok" ;;  # a literal value, e.g. "-f raw"
                 esac
@@ -131,7 +143,7 @@ _diskimg()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} bin=${COMP_WORDS[0]}
     local cmd="" i w prev="" opt=""
-    local -a _diskimg_opts
+    local -a _diskimg_opts _diskimg_operands
     local -A _diskimg_arg
     COMPREPLY=()
     [[ $bin == "~"* ]] && bin=${bin/#\~/$HOME}
@@ -178,6 +190,11 @@ _diskimg()
         for w in "${COMPREPLY[@]}"; do
             [[ $w == *= ]] && compopt -o nospace 2>/dev/null && break
         done
+        return
+    fi
+    if ((${#_diskimg_operands[@]})); then
+        mapfile -t COMPREPLY < <(compgen -W "${_diskimg_operands[*]}" -- "$cur")
+        compopt -o nospace 2>/dev/null
         return
     fi
     compopt -o filenames 2>/dev/null

@@ -84,6 +84,7 @@ struct cv {
     /* copy offload */
     bool offload;              /* on for this run */
     bool offload_pread;        /* scan by reading into the buffer (no mmap) */
+    struct offload_maps maps;  /* the sources mapped for the scan */
     bool map_refused;          /* the output's map_for_offload said no */
     struct offload ofl;
     uint32_t ofl_unit;         /* pieces offloaded: multiples of this */
@@ -249,6 +250,8 @@ static void plan_offload(struct cv *cv, struct job *j)
     if (!cv->offload || !offload_usable(&cv->ofl) || cv->map_refused || !cv->cache_file ||
         j->off < cv->cache_start || end > cv->cache_end ||
         (end == cv->total && end % cv->scan_granule))
+        return;
+    if (!offload_usable_from(&cv->ofl, cv->cache_file->fd))
         return;
     uint64_t h = cv->cache_host + (j->off - cv->cache_start);
     if (h > cv->cache_fsize || j->len > cv->cache_fsize - h ||
@@ -541,28 +544,34 @@ static int split_offload(struct cv *cv, struct job *j)
     return 0;
 }
 
-/* A copy offload job: zero runs found by reading the source (or, with
- * DISKIMG_OFFLOAD=mmap, through a mapping of it), data runs left to the
- * kernel. */
+/* A copy offload job: zero runs found through a mapping of the source
+ * (offload_scan.h), or by reading it where it cannot be mapped (or with
+ * DISKIMG_OFFLOAD=pread); data runs left to the kernel. */
 static int offload_job(struct cv *cv, struct job *j)
 {
     size_t min_zero = (size_t)cv->o->sparse_size;
     int r;
 
-    if (cv->offload_pread) {
-        if ((r = source_read(cv, j->buf, j->off, j->len)) < 0)
-            return r;
-        j->filled = true;
-        make_runs(cv, j);
-    } else {
+    if (!cv->offload_pread) {
         j->filled = false;
-        ssize_t n = offload_scan_runs(j->src_file->fd, j->src_host, (size_t)j->len, j->off,
-                                      cv->scan_granule, min_zero, j->zruns);
-        if (n < 0)
+        ssize_t n = offload_scan_runs(&cv->maps, j->src_file->fd, j->src_host, (size_t)j->len,
+                                      j->off, cv->scan_granule, min_zero, j->zruns);
+        if (n == OFFLOAD_SCAN_GONE)
+            return diag_fail(cv->d, -EIO, j->src_file->path, (int64_t)j->src_host,
+                             "read failed: the file shrank, or could not be read, "
+                             "while it was converted");
+        if (n < 0 && n != OFFLOAD_SCAN_READ)
             return diag_errno(cv->d, (int)n, j->src_file->path, (int64_t)j->src_host,
                               "read failed");
-        runs_from_scan(j, (size_t)n);
+        if (n >= 0) {
+            runs_from_scan(j, (size_t)n);
+            return split_offload(cv, j);
+        }
     }
+    if ((r = source_read(cv, j->buf, j->off, j->len)) < 0)
+        return r;
+    j->filled = true;
+    make_runs(cv, j);
     return split_offload(cv, j);
 }
 
@@ -1103,8 +1112,8 @@ static int run_loop(struct cv *cv, struct ioq *ioq)
 
 /* Copy offload for this run?  Sets cv->offload and the unit, or says in
  * stats why not.  DISKIMG_OFFLOAD (tests, benchmarks): a comma list of
- * noclone, nocopy (leave a method out) and mmap (scan through a mapping,
- * not by reading: faster, but not safe against a source that shrinks). */
+ * noclone, nocopy (leave a method out) and pread (scan by reading into the
+ * buffers, not through a mapping). */
 static void setup_offload(struct cv *cv)
 {
     const struct convert_opts *o = cv->o;
@@ -1132,11 +1141,9 @@ static void setup_offload(struct cv *cv)
     }
     offload_init(&cv->ofl, out->file->fd, !(env && strstr(env, "noclone")),
                  !(env && strstr(env, "nocopy")));
-    /* the scan reads the source by default: a mapping would turn a source
-     * truncated during the run (another process, a hostile uploader) into
-     * SIGBUS, which kills the process before it can remove its output;
-     * a read sees the short file and fails like any truncated image */
-    cv->offload_pread = !(env && strstr(env, "mmap"));
+    cv->offload_pread = env && strstr(env, "pread");
+    if (!cv->offload_pread)
+        offload_maps_init(&cv->maps);
     cv->ofl_unit = cv->ofl.blksize > cv->granule ? cv->ofl.blksize : cv->granule;
     cv->offload = true;
 }
@@ -1236,7 +1243,8 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     if (cv.offload) {
         st->shared = cv.ofl.shared;
         st->offloaded = cv.ofl.offloaded;
-        st->offload_refused = offload_usable(&cv.ofl) ? 0 : cv.ofl.refused;
+        /* stopped for every source, or (EXDEV) for some of them */
+        st->offload_refused = cv.ofl.refused;
     }
     if (!r && o->offload == CONVERT_OFFLOAD_REQUIRED && st->written &&
         !st->shared && !st->offloaded) {
@@ -1257,6 +1265,8 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     if (r < 0 && !d->err)
         diag_errno(d, r, NULL, -1, "conversion failed");
 out:
+    if (cv.offload && !cv.offload_pread)
+        offload_maps_free(&cv.maps);
     free(cv.src_start);
     free(cv.threads);
     free_slots(&cv);

@@ -78,7 +78,8 @@ struct convert_stats {
     uint64_t shared;           /* of `written`: shared with the source (reflink) */
     uint64_t offloaded;        /* of `written`: copied by copy_file_range */
     const char *offload_off;   /* why offload did not run at all, or NULL */
-    int offload_refused;       /* errno of the answer that stopped it, or 0 */
+    int offload_refused;       /* errno of the last answer that stopped it
+                                  (for every source, or for one: EXDEV), or 0 */
     unsigned threads;
     size_t chunk;
 };

@@ -1,18 +1,149 @@
-/* offload_scan: zero runs of a file range through a read-only mapping. */
+/* offload_scan: zero runs of a file range through a read-only mapping of
+ * the whole file, guarded against SIGBUS. */
+#define _GNU_SOURCE
 #include "offload_scan.h"
 
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
-#include <sys/types.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/fault.h"
 
-ssize_t offload_scan_runs(int fd, uint64_t off, size_t len, uint64_t base, size_t granule,
-                          size_t min_zero, struct zd_run *runs)
+/* Files larger than this are read, not mapped: the mapping must fit the
+ * address space beside everything else (47 bits of it on x86-64). */
+#define MAP_MAX (UINT64_C(1) << 44)
+
+/* --- the SIGBUS guard ------------------------------------------------------ */
+
+/* Set while this thread scans a mapping: where SIGBUS jumps to. */
+static __thread sigjmp_buf *volatile scan_guard;
+static struct sigaction bus_prev;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static int bus_err;
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx)
+{
+    sigjmp_buf *g = scan_guard;
+
+    if (g) {
+        scan_guard = NULL;
+        siglongjmp(*g, 1);
+    }
+    /* not a scan: the handler installed before ours, or the default */
+    if ((bus_prev.sa_flags & SA_SIGINFO) && bus_prev.sa_sigaction) {
+        bus_prev.sa_sigaction(sig, si, ctx);
+        return;
+    }
+    if (!(bus_prev.sa_flags & SA_SIGINFO) && bus_prev.sa_handler != SIG_DFL &&
+        bus_prev.sa_handler != SIG_IGN) {
+        bus_prev.sa_handler(sig);
+        return;
+    }
+    /* the default action: a fault repeats once this returns, a sent
+     * signal is sent again */
+    signal(SIGBUS, SIG_DFL);
+    if (si->si_code <= 0)
+        raise(SIGBUS);
+}
+
+static void install_sigbus(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigbus;
+    /* SA_NODEFER: SIGBUS stays unblocked in the handler, so leaving it by
+     * siglongjmp (which keeps the signal mask) leaves it unblocked too; a
+     * later SIGBUS while blocked would kill the process */
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &bus_prev) < 0)
+        bus_err = errno;
+}
+
+/* zd_scan_runs through the guard: the count, or OFFLOAD_SCAN_GONE after
+ * a SIGBUS. */
+static ssize_t guarded_scan(const uint8_t *p, size_t len, uint64_t base, size_t granule,
+                            size_t min_zero, struct zd_run *runs)
+{
+    sigjmp_buf jb;
+
+    if (sigsetjmp(jb, 0)) {
+        scan_guard = NULL;
+        return OFFLOAD_SCAN_GONE;
+    }
+    scan_guard = &jb;
+    size_t n = zd_scan_runs(p, len, base, granule, min_zero, runs);
+    scan_guard = NULL;
+    return (ssize_t)n;
+}
+
+/* --- the mappings ---------------------------------------------------------- */
+
+static long page_size(void)
 {
     static long page;
+
+    if (!page && (page = sysconf(_SC_PAGESIZE)) <= 0)
+        page = 4096;
+    return page;
+}
+
+void offload_maps_init(struct offload_maps *maps)
+{
+    memset(maps, 0, sizeof(*maps));
+    pthread_mutex_init(&maps->lock, NULL);
+}
+
+void offload_maps_free(struct offload_maps *maps)
+{
+    for (unsigned i = 0; i < maps->n; i++)
+        if (maps->m[i].base)
+            munmap((void *)maps->m[i].base, (size_t)maps->m[i].len);
+    maps->n = 0;
+    pthread_mutex_destroy(&maps->lock);
+}
+
+/* The mapping of fd, made on first use; NULL when fd is read instead. */
+static const struct offload_map *map_of(struct offload_maps *maps, int fd)
+{
+    const struct offload_map *found = NULL;
+
+    pthread_mutex_lock(&maps->lock);
+    for (unsigned i = 0; i < maps->n && !found; i++)
+        if (maps->m[i].fd == fd)
+            found = &maps->m[i];
+    if (!found && maps->n < OFFLOAD_MAPS_MAX) {
+        struct offload_map *m = &maps->m[maps->n++];
+        struct stat st;
+        m->fd = fd;
+        m->base = NULL;
+        m->len = 0;
+        pthread_once(&bus_once, install_sigbus);
+        if (!bus_err && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+            (uint64_t)st.st_size <= MAP_MAX) {
+            void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED) {
+                m->base = p;
+                m->len = (uint64_t)st.st_size;
+            }
+        }
+        found = m;
+    }
+    pthread_mutex_unlock(&maps->lock);
+    return found && found->base ? found : NULL;
+}
+
+ssize_t offload_scan_runs(struct offload_maps *maps, int fd, uint64_t off, size_t len,
+                          uint64_t base, size_t granule, size_t min_zero,
+                          struct zd_run *runs)
+{
     size_t want = len;
+    struct stat st;
     int inj;
 
     if (len == 0)
@@ -21,19 +152,24 @@ ssize_t offload_scan_runs(int fd, uint64_t off, size_t len, uint64_t base, size_
         /* no zero runs wanted: nothing to look at */
         return (ssize_t)zd_scan_runs(NULL, len, base, granule, 0, runs);
     }
+    const struct offload_map *m = map_of(maps, fd);
+    /* inside the mapping, and inside the file as it is now: a file that
+     * shrank is found by the read the caller does instead */
+    if (!m || off > m->len || len > m->len - off || fstat(fd, &st) < 0 ||
+        (uint64_t)st.st_size < off + len)
+        return OFFLOAD_SCAN_READ;
+    /* after the size check: an injected delay lets a test shrink the file
+     * under the scan itself (the SIGBUS path) */
     while ((inj = fault_inject(FAULT_READ, &want)) == -EINTR || inj == -EAGAIN)
         want = len;
     if (inj < 0)
         return inj;
-    if (!page && (page = sysconf(_SC_PAGESIZE)) <= 0)
-        page = 4096;
-    uint64_t start = off - off % (uint64_t)page;
-    size_t maplen = len + (size_t)(off - start);
-    void *m = mmap(NULL, maplen, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)start);
-    if (m == MAP_FAILED)
-        return -errno;
-    size_t n = zd_scan_runs((const uint8_t *)m + (off - start), len, base, granule,
-                            min_zero, runs);
-    munmap(m, maplen);
-    return (ssize_t)n;
+    ssize_t n = guarded_scan(m->base + off, len, base, granule, min_zero, runs);
+    /* the range's page-table entries go now, in this worker, while the
+     * writer works, not all at once in the final munmap; and the process's
+     * resident set holds only the ranges being scanned, not every byte of
+     * the source it has looked at */
+    uint64_t a = off - off % (uint64_t)page_size();
+    madvise((void *)(m->base + a), (size_t)(off + len - a), MADV_DONTNEED);
+    return n;
 }

@@ -3,7 +3,7 @@
 . "$(dirname "$0")/lib.sh"
 "$DISKIMG" --help | grep -q "Usage: diskimg COMMAND" || fail "--help"
 "$DISKIMG" --version | grep -Eq "^diskimg [0-9]+\.[0-9]+" || fail "--version"
-for c in convert info sparsify snapshot rebase; do
+for c in convert info sparsify snapshot rebase commit amend; do
     "$DISKIMG" $c --help | grep -q "Usage: diskimg $c" || fail "$c --help"
 done
 expect_error "no command" "$DISKIMG"

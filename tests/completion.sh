@@ -64,6 +64,9 @@ offers measure -O "" -- raw qcow2 vpc vdi
 offers convert -O q -- qcow2 '!raw'
 offers compare -F "" -- raw qcow2 vmdk
 offers compare -f v -- vmdk vpc vdi
+offers amend -f "" -- qcow2 raw
+offers amend -t "" -- none writeback unsafe
+offers amend --im -- --image-opts
 offers convert -t "" -- none writeback unsafe writethrough directsync
 offers convert -T w -- writeback writethrough '!none'
 offers info --output = "" -- human json
@@ -74,6 +77,15 @@ offers compare --progress = "" -- json
 offers convert --copy-offload = "" -- auto off required
 offers convert - -- -C --copy-offload=
 offers convert -m "" -- '!raw'
+# dd's operands, and file names after if= and of=
+offers dd "" -- bs= count= skip= if= of= '!-f'
+offers dd i -- if= '!of='
+touch "$T/ddinput.img"
+offers dd if = "$T/ddin" -- "$T/ddinput.img"
+offers dd of = "$T/ddin" -- "$T/ddinput.img"
+offers dd -O "" -- raw qcow2 vmdk vpc vdi
+offers dd --output-format "" -- raw qcow2 '!ova'
+offers dd bs = "" -- '!raw'
 # an option with '=' asks for no trailing space
 bash -c ". '$SCRIPT'; compopt() { echo \"compopt \$*\"; }; COMP_WORDS=('$DISKIMG' info --out); COMP_CWORD=2; _diskimg" |
     grep -q "compopt -o nospace" || fail "--output= gets a trailing space"
@@ -86,4 +98,7 @@ offers compare "$T/files/disk1.qcow2" "$T/files/disk2" -- "$T/files/disk2.raw" '
 offers convert -f qcow2 "$T/files/s" -- "$T/files/sub"
 offers convert -B "$T/files/disk1" -- "$T/files/disk1.qcow2"
 offers info --output = json "$T/files/disk2" -- "$T/files/disk2.raw"
+offers commit -b "$T/files/disk1" -- "$T/files/disk1.qcow2"
+offers commit -t "" -- none writeback unsafe
+offers commit -q "$T/files/disk2" -- "$T/files/disk2.raw"
 exit 0

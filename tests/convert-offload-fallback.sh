@@ -1,6 +1,7 @@
 #!/bin/bash
 # copy offload falls back, range by range, to reading and writing: across
-# file systems (EXDEV), on ext4 (no reflink: copy_file_range copies in the
+# file systems (EXDEV; per source file: a backing file elsewhere does not
+# stop the top image's data being shared), on ext4 (no reflink: copy_file_range copies in the
 # kernel), for vmdk grains that are not block-aligned, and never with
 # --copy-offload=off or -c; --copy-offload=required (-C) fails when no data
 # could be offloaded and leaves no output.  Every output is identical.
@@ -31,6 +32,21 @@ grep -q 'refused' "$T/exdev.err" || { cat "$T/exdev.err" >&2; fail "exdev: -v do
 conv exdev-qcow2 "$T/e/o.qcow2" -O qcow2 "$T/x/src.qcow2"
 qemu-img check -q "$T/e/o.qcow2" || fail "exdev-qcow2: qemu-img check"
 
+# a chain across file systems: EXDEV from the backing file (on ext4) must
+# not stop the top image's clusters (on XFS, like the output) being shared
+qemu-img create -q -f qcow2 "$T/e/base.qcow2" 8M
+qemu-io -c 'write -P 0x11 0 4M' "$T/e/base.qcow2" >/dev/null || fail "qemu-io base"
+qemu-img create -q -f qcow2 -b "$T/e/base.qcow2" -F qcow2 "$T/x/top.qcow2"
+qemu-io -c 'write -P 0x22 4M 4M' "$T/x/top.qcow2" >/dev/null || fail "qemu-io top"
+rm -f "$T/x/chain.raw"
+"$DISKIMG" convert -v --allow-external -O raw "$T/x/top.qcow2" "$T/x/chain.raw" 2>"$T/chain.err" ||
+    { cat "$T/chain.err" >&2; fail "chain: convert"; }
+qemu-img compare -q "$T/x/top.qcow2" "$T/x/chain.raw" || fail "chain: output differs"
+read -r s o c <<<"$(counts chain)"
+[ "$s" -ge $((4 << 20)) ] && [ "$c" -ge $((4 << 20)) ] ||
+    { cat "$T/chain.err" >&2; fail "chain: shared $s, copied $c (want the top's 4 MiB shared, the base's copied)"; }
+rm -f "$T/x/chain.raw" "$T/x/top.qcow2" "$T/e/base.qcow2"
+
 # ext4: no reflink, copy_file_range copies in the kernel
 cp "$src" "$T/e/src.raw"
 conv ext4 "$T/e/o2.raw" -f raw -O raw "$T/e/src.raw"
@@ -46,12 +62,16 @@ conv off "$T/x/off.raw" --copy-offload=off -f raw -O raw "$src"
 read -r s o c <<<"$(counts off)"
 [ "$s" = 0 ] && [ "$o" = 0 ] && [ "$c" -gt 0 ] || fail "off: $s $o $c"
 
-# -c: never offloaded; with required (-C) it fails, leaving nothing
+# -c: never offloaded; with required (-C) it is refused up front with
+# qemu-img's words (even for a source without data), leaving nothing
 conv compressed "$T/x/c.qcow2" -c -O qcow2 "$src"
 read -r s o c <<<"$(counts compressed)"
 [ "$s" = 0 ] && [ "$o" = 0 ] || fail "-c: $s $o"
-expect_error 'copy offload is required.*compressed' "$DISKIMG" convert -C -c -O qcow2 "$src" "$T/x/cc.qcow2"
+expect_error 'Cannot enable copy offloading when -c is used' "$DISKIMG" convert -C -c -O qcow2 "$src" "$T/x/cc.qcow2"
 [ ! -e "$T/x/cc.qcow2" ] || fail "-C -c left an output"
+truncate -s 4M "$T/x/empty0.raw"
+expect_error 'Cannot enable copy offloading when -c is used' "$DISKIMG" convert -C -c -O qcow2 "$T/x/empty0.raw" "$T/x/cc2.qcow2"
+[ ! -e "$T/x/cc2.qcow2" ] || fail "-C -c of an empty source left an output"
 expect_error 'copy offload is required' "$DISKIMG" convert --copy-offload=required -f raw "$src" "$T/e/req.raw"
 [ -z "$(ls -A "$T/e" | grep -v lost+found)" ] || { ls -la "$T/e" >&2; fail "required across file systems left a file"; }
 # a source of nothing but holes needs no offload: required succeeds

@@ -65,7 +65,10 @@ for o in compat=1.1 compat=0.10,cluster_size=4k cluster_size=512 extended_l2=on,
     # standalone
     cp t.qcow2 s.qcow2
     ok "$DISKIMG" rebase -p -b "" s.qcow2 > out
-    [ -s out ] && fail "-p printed on stdout"
+    # not a terminal: qemu-img's progress lines, ending at 100%
+    tr '\r' '\n' < out | grep -v '^$' > progress
+    grep -Evq '^    \([0-9]+\.[0-9]{2}/100%\)$' progress && fail "-p: not qemu-img's progress lines: $(cat out)"
+    [ "$(tail -n 1 progress)" = "    (100.00/100%)" ] || fail "-p: no final 100%: $(cat out)"
     clean s.qcow2 "$o -b ''"
     qcompare s.qcow2 before.raw
     [ -z "$(backing s.qcow2 backing-filename)" ] || fail "$o: still has a backing file"

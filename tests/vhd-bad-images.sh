@@ -5,7 +5,8 @@
 # a block size that is not a power of two, a header checksum mismatch, a
 # fixed disk whose footer claims more than the file holds, a locator that
 # is not inside the file.  A damaged last footer of a dynamic disk is
-# replaced by the copy at offset 0, with a warning.  Files named .vhd,
+# replaced by the copy at offset 0, with a warning (convert, info, map,
+# compare, measure).  Files named .vhd,
 # .vhdx or .vdi that match no format are not read as raw.
 . "$(dirname "$0")/lib.sh"
 need qemu-img
@@ -83,6 +84,21 @@ grep -q "using the footer copy at offset 0" "$T/err" || fail "no warning"
 qemu-img convert -f vpc -O raw "$T/a.vhd" "$T/a.raw"
 cmp "$T/k.raw" "$T/a.raw" || fail "read through the copy differs"
 "$DISKIMG" check "$T/k.vhd" > /dev/null 2>&1 && fail "check finds nothing wrong"
+# info, map, compare and measure say so too: once, on stderr (stdout as
+# for the intact image)
+for c in "info --output=json" "map --output=json" "compare -f vpc -F raw @ $T/a.raw" \
+         "measure -O qcow2"; do
+    a=${c//@/$T/a.vhd}; k=${c//@/$T/k.vhd}
+    [ "$a" = "$c" ] && a="$c $T/a.vhd" k="$c $T/k.vhd"
+    "$DISKIMG" $a > "$T/a.out" 2> "$T/a.err" || fail "$a"
+    "$DISKIMG" $k > "$T/k.out" 2> "$T/err" || { cat "$T/err"; fail "$k"; }
+    [ "$(grep -c "^diskimg: warning: $T/k.vhd: footer checksum mismatch (stored [0-9a-f]*, computed [0-9a-f]*); using the footer copy at offset 0 (offset $((size - 512)))\$" "$T/err")" = 1 ] &&
+        [ "$(wc -l < "$T/err")" = 1 ] || { cat "$T/err"; fail "$k: not one warning"; }
+    [ -s "$T/a.err" ] && fail "$a: $(cat "$T/a.err")"
+    sed "s#$T/k.vhd#$T/a.vhd#" "$T/k.out" | diff "$T/a.out" - || fail "$k: stdout differs"
+done
+"$DISKIMG" compare -q "$T/k.vhd" "$T/a.raw" 2> "$T/err" || fail "compare -q"
+[ -s "$T/err" ] && fail "compare -q: $(cat "$T/err")"
 
 # fixed: the footer claims more than the file holds
 qemu-img create -q -f vpc -o subformat=fixed "$T/x.vhd" 1M

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/bd.h"
+#include "io/bfile.h"
 #include "util/diag.h"
 #include "util/jval.h"
 #include "util/size.h"
@@ -64,6 +66,24 @@ void cli_report(const struct diag *d)
     cli_error("%s", buf);
 }
 
+void cli_warn_sink(void *quiet, const char *file, int64_t offset, const char *msg)
+{
+    if (quiet && *(const bool *)quiet)
+        return;
+    if (file && offset >= 0)
+        cli_warn("%s: %s (offset %lld)", file, msg, (long long)offset);
+    else if (offset >= 0)
+        cli_warn("%s (offset %lld)", msg, (long long)offset);
+    else
+        cli_warn("%s", msg);
+}
+
+void cli_warnings_on(struct diag *d, const bool *quiet)
+{
+    d->warn = cli_warn_sink;
+    d->warn_opaque = (void *)quiet;
+}
+
 int cli_print_json(const struct jval *v)
 {
     char *text = jv_to_json(v, 0);
@@ -114,5 +134,27 @@ int cli_output_format(const char *cmd, const char *s)
 int cli_help(const char *text)
 {
     fputs(text, stdout);
+    return 0;
+}
+
+int cli_check_ref(struct bd *img, const char *name, struct diag *d)
+{
+    struct bfile *f = NULL;
+
+    if (img->opts.allow_external)
+        return 0;
+    int r = bd_open_ref_file(img, name, false, &f);
+    if (r == 0) {
+        bfile_close(f);
+        return 0;
+    }
+    if (r != -ENOENT)
+        return r;
+    diag_clear(d);
+    bool up = name[0] == '/' || !strcmp(name, "..") || !strncmp(name, "../", 3) ||
+              strstr(name, "/../") || (strlen(name) >= 3 && !strcmp(name + strlen(name) - 3, "/.."));
+    if (up)
+        return diag_fail(d, -EPERM, img->filename, -1, "refers to '%s', outside its folder "
+                         "(pass --allow-external to allow it)", name);
     return 0;
 }

@@ -21,6 +21,14 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print the recorded failure ("diskimg: FILE: what (offset N)"). */
 void cli_report(const struct diag *d);
 
+/* The warning sink of a command's struct diag ("diskimg: warning: FILE:
+ * what (offset N)" on stderr), e.g. a VHD whose damaged last footer its
+ * copy at offset 0 stands in for.  `quiet` (a const bool *, or NULL)
+ * silences it when true (-q). */
+void cli_warn_sink(void *quiet, const char *file, int64_t offset, const char *msg);
+/* d->warn = cli_warn_sink, d->warn_opaque = quiet. */
+void cli_warnings_on(struct diag *d, const bool *quiet);
+
 /* `v` as JSON (jval.h) and a newline on stdout.  -ENOMEM (nothing printed)
  * when memory ran out, else 0. */
 int cli_print_json(const struct jval *v);
@@ -40,6 +48,14 @@ int cli_help(const char *text);
 
 /* "Snapshot list:" and the table, from info()'s "snapshots" array. */
 void cli_print_snapshots(const struct jval *snaps);
+
+/* A name an image is to refer to (rebase -u's backing file, amend's data
+ * file) must obey the reference rule even if it does not exist yet: inside
+ * the image's folder (opened beneath it when it exists; else, as text, no
+ * absolute name and no "..") unless the image was opened with
+ * allow_external.  0, or a negative errno recorded in `d`. */
+struct bd;
+int cli_check_ref(struct bd *img, const char *name, struct diag *d);
 
 extern const char *const cli_version_text;
 

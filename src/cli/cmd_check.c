@@ -17,18 +17,20 @@
 #include "util/jval.h"
 
 static const char help_text[] =
-    "Usage: diskimg check [-f FMT] [--output=human|json] [-q] [-r leaks|all]\n"
+    "Usage: diskimg check [-f FMT] [--output=human|json] [-q] [-r leaks|all] [-U]\n"
     "                     [--allow-external] IMG\n"
     "Verify the metadata of an image (qcow2: every refcount, table and flag;\n"
     "vmdk: every grain inside its file and clear of the metadata; vpc: the footer,\n"
     "its copy and every BAT entry; vdi: the block map, as qemu-img; vhdx: the log,\n"
     "headers, region tables and every BAT entry).\n"
     "\n"
-    "  -f FMT            image format (default: probed)\n"
+    "  -f, --format FMT  image format (default: probed)\n"
     "  --output=FMT      human (default) or json, with qemu-img's field names\n"
-    "  -q                quiet: no summary\n"
+    "  -q, --quiet       quiet: no summary\n"
+    "  -U, --force-share accepted for compatibility\n"
     "  --allow-external  follow backing/data file references outside the image's folder\n"
-    "  -r leaks|all      repair (qcow2): leaks = lower refcounts that are too high;\n"
+    "  -r, --repair leaks|all\n"
+    "                    repair (qcow2): leaks = lower refcounts that are too high;\n"
     "                    all = also raise those too low, rebuild a damaged refcount\n"
     "                    structure and fix copied flags; then check again (refused,\n"
     "                    nothing written, when not every reference can be counted)\n"
@@ -110,6 +112,9 @@ int cmd_check(int argc, char **argv)
         { "output", required_argument, NULL, 'O' },
         { "allow-external", no_argument, NULL, 'x' },
         { "repair", required_argument, NULL, 'r' },
+        { "format", required_argument, NULL, 'f' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "force-share", no_argument, NULL, 'U' },
         { NULL, 0, NULL, 0 },
     };
     struct bd_open_opts o = { 0 };
@@ -120,10 +125,12 @@ int cmd_check(int argc, char **argv)
     unsigned fix = 0;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "hf:qr:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "hf:qr:U", longopts, NULL)) != -1) {
         switch (opt) {
         case 'h':
             return cli_help(help_text);
+        case 'U':
+            break;      /* accepted for compatibility */
         case 'f':
             o.format = optarg;
             break;

@@ -23,14 +23,15 @@ static const char help_text[] =
     "several requests in flight.  One image may be a pipe (\"-\" for standard\n"
     "input, or <(zstdcat disk.raw.zst)): it is read once, in order.\n"
     "\n"
-    "  -f FMT            format of IMG1 (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
-    "  -F FMT            format of IMG2; default: probe\n"
-    "  -s                strict: fail when the sizes or the allocation differ\n"
-    "  -p                show progress on the terminal\n"
+    "  -f, --a-format FMT  format of IMG1 (raw, qcow2, vmdk, vpc, vhdx, vdi, ova);\n"
+    "                    default: probe\n"
+    "  -F, --b-format FMT  format of IMG2; default: probe\n"
+    "  -s, --strict      fail when the sizes or the allocation differ\n"
+    "  -p, --progress    show progress on the terminal\n"
     "  --progress=json   progress as JSON lines on stderr: {\"done\",\"total\",\"elapsed\"}\n"
-    "  -q                quiet: print nothing, the exit status tells\n"
-    "  -T CACHE          source cache mode (accepted for compatibility)\n"
-    "  -U                accepted for compatibility\n"
+    "  -q, --quiet       print nothing, the exit status tells\n"
+    "  -T, --cache CACHE source cache mode (accepted for compatibility)\n"
+    "  -U, --force-share accepted for compatibility\n"
     "  --allow-external  follow backing/extent/data files outside the images' folders\n"
     "\n"
     "Prints \"Images are identical.\" or \"Content mismatch at offset N!\" (N is the\n"
@@ -42,10 +43,15 @@ enum { OPT_PROGRESS = 256, OPT_ALLOW_EXTERNAL, OPT_HELP };
 
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
-    { "progress", required_argument, NULL, OPT_PROGRESS },
+    { "progress", optional_argument, NULL, OPT_PROGRESS },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
     { "force-share", no_argument, NULL, 'U' },
     { "quiet", no_argument, NULL, 'q' },
+    /* qemu-img 10's long names of the short options */
+    { "a-format", required_argument, NULL, 'f' },
+    { "b-format", required_argument, NULL, 'F' },
+    { "strict", no_argument, NULL, 's' },
+    { "cache", required_argument, NULL, 'T' },
     { NULL, 0, NULL, 0 },
 };
 
@@ -107,7 +113,9 @@ int cmd_compare(int argc, char **argv)
         case 'q': quiet = true; break;
         case 'U': break;
         case OPT_PROGRESS:
-            if (!strcmp(optarg, "json"))
+            if (!optarg)            /* qemu-img 10's --progress: -p */
+                pmode = PROGRESS_BAR;
+            else if (!strcmp(optarg, "json"))
                 pmode = PROGRESS_JSON;
             else if (!strcmp(optarg, "bar") || !strcmp(optarg, "human"))
                 pmode = PROGRESS_BAR;
@@ -131,6 +139,7 @@ int cmd_compare(int argc, char **argv)
     struct bd_open_opts oo1 = { 0 }, oo2 = { 0 };
     struct bd *a = NULL, *b = NULL;
     diag_init(&d);
+    cli_warnings_on(&d, &quiet);
     if (open_image(&a, name1, fmt1, allow_external, &oo1, &d) < 0)
         return EXIT_OPEN;
     if (open_image(&b, name2, fmt2, allow_external, &oo2, &d) < 0) {

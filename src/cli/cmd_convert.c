@@ -36,29 +36,33 @@ static const char help_text[] =
     "DST '-' writes to standard output: raw, or qcow2 (the source, which must be\n"
     "a file, is then read twice: once to plan the layout, once to write it).\n"
     "\n"
-    "  -f FMT            source format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
-    "  -O FMT            output format (raw, qcow2, vmdk, vpc, vdi); default raw\n"
-    "  -o OPTS           output options, e.g. cluster_size=64K,compression_type=zstd\n"
+    "  -f, --source-format FMT  source format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova);\n"
+    "                    default: probe\n"
+    "  -O, --target-format FMT  output format (raw, qcow2, vmdk, vpc, vdi);\n"
+    "                    default raw\n"
+    "  -o, --target-format-options OPTS\n"
+    "                    output options, e.g. cluster_size=64K,compression_type=zstd\n"
     "                    (-o help lists them)\n"
-    "  -c                compress the output (qcow2; vmdk streamOptimized is always\n"
+    "  -c, --compress    compress the output (qcow2; vmdk streamOptimized is always\n"
     "                    compressed)\n"
-    "  -S SIZE           shortest zero run left sparse, a multiple of 512 up to 16M\n"
-    "                    (default 4K); 0 writes everything (fully allocated)\n"
-    "  -n                write into the existing DST instead of creating it (raw:\n"
+    "  -S, --sparse-size SIZE  shortest zero run left sparse, a multiple of 512 up\n"
+    "                    to 16M (default 4K); 0 writes everything (fully allocated)\n"
+    "  -n, --no-create   write into the existing DST instead of creating it (raw:\n"
     "                    zero runs punched so no stale data survives; qcow2 (-O\n"
     "                    qcow2): the image keeps its options and backing file)\n"
     "  --target-is-zero  with -n: DST already reads as zeros, skip clearing\n"
-    "  -B BACKING        the output gets this backing file; only what differs\n"
+    "  -B, --backing BACKING  the output gets this backing file; only what differs\n"
     "                    from it is written\n"
-    "  -F FMT            format of BACKING\n"
-    "  -l SNAPSHOT       read an internal snapshot of SRC (NAME, snapshot.id=ID,\n"
-    "                    snapshot.name=NAME)\n"
-    "  -t CACHE          output cache mode: writeback (default: data is fsynced\n"
+    "  -F, --backing-format FMT  format of BACKING\n"
+    "  -l, --snapshot SNAPSHOT  read an internal snapshot of SRC (NAME,\n"
+    "                    snapshot.id=ID, snapshot.name=NAME)\n"
+    "  -t, --target-cache CACHE\n"
+    "                    output cache mode: writeback (default: data is fsynced\n"
     "                    before the rename), unsafe (no fsync, like qemu-img's\n"
     "                    default), none (O_DIRECT), writethrough, directsync\n"
-    "  -T CACHE          source cache mode (accepted for compatibility)\n"
-    "  -m N              chunks of 1 MiB read ahead in parallel (1..64, default 8)\n"
-    "  -W                write chunks as they become ready (out of order)\n"
+    "  -T, --source-cache CACHE  source cache mode (accepted for compatibility)\n"
+    "  -m, --parallel N  chunks of 1 MiB read ahead in parallel (1..64, default 8)\n"
+    "  -W, --oob-writes  write chunks as they become ready (out of order)\n"
     "  --copy-offload=auto|off|required\n"
     "                    data stored plainly in a file on the output's file system\n"
     "                    is shared (reflink: XFS, btrfs) or copied by the kernel\n"
@@ -66,11 +70,11 @@ static const char help_text[] =
     "                    read and written; zero runs still become holes (auto,\n"
     "                    the default: where it works; required: fail when no data\n"
     "                    could be offloaded; never with -c or -B, nor for pipes)\n"
-    "  -C                --copy-offload=required (qemu-img's -C)\n"
-    "  -p                show progress on the terminal\n"
+    "  -C, --copy-range-offloading  --copy-offload=required (qemu-img's -C)\n"
+    "  -p, --progress    show progress on the terminal\n"
     "  --progress=json   progress as JSON lines on stderr: {\"done\",\"total\",\"elapsed\"}\n"
-    "  -q                quiet\n"
-    "  -U                accepted for compatibility (diskimg takes no locks)\n"
+    "  -q, --quiet       quiet\n"
+    "  -U, --force-share accepted for compatibility (diskimg takes no locks)\n"
     "  --disk N          OVA source: convert its Nth disk (0 = first)\n"
     "  --allow-external  follow backing/extent/data files outside the image's folder\n"
     "  --ignore-parent-cid  vmdk: accept a parent whose CID does not match; vpc: a\n"
@@ -88,7 +92,7 @@ enum { OPT_TARGET_IS_ZERO = 256, OPT_PROGRESS, OPT_ALLOW_EXTERNAL, OPT_DISK,
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { "target-is-zero", no_argument, NULL, OPT_TARGET_IS_ZERO },
-    { "progress", required_argument, NULL, OPT_PROGRESS },
+    { "progress", optional_argument, NULL, OPT_PROGRESS },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
     { "disk", required_argument, NULL, OPT_DISK },
     { "ignore-parent-cid", no_argument, NULL, OPT_IGNORE_CID },
@@ -96,6 +100,22 @@ static const struct option long_opts[] = {
     { "copy-offload", required_argument, NULL, OPT_COPY_OFFLOAD },
     { "verbose", no_argument, NULL, 'v' },
     { "quiet", no_argument, NULL, 'q' },
+    /* qemu-img 10's long names of the short options */
+    { "source-format", required_argument, NULL, 'f' },
+    { "target-format", required_argument, NULL, 'O' },
+    { "target-format-options", required_argument, NULL, 'o' },
+    { "compress", no_argument, NULL, 'c' },
+    { "copy-range-offloading", no_argument, NULL, 'C' },
+    { "sparse-size", required_argument, NULL, 'S' },
+    { "no-create", no_argument, NULL, 'n' },
+    { "backing", required_argument, NULL, 'B' },
+    { "backing-format", required_argument, NULL, 'F' },
+    { "snapshot", required_argument, NULL, 'l' },
+    { "target-cache", required_argument, NULL, 't' },
+    { "source-cache", required_argument, NULL, 'T' },
+    { "parallel", required_argument, NULL, 'm' },
+    { "oob-writes", no_argument, NULL, 'W' },
+    { "force-share", no_argument, NULL, 'U' },
     { NULL, 0, NULL, 0 },
 };
 
@@ -169,7 +189,9 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'v': a->verbose = true; break;
         case OPT_TARGET_IS_ZERO: a->target_is_zero = true; break;
         case OPT_PROGRESS:
-            if (!strcmp(optarg, "json"))
+            if (!optarg)            /* qemu-img 10's --progress: -p */
+                a->progress = PROGRESS_BAR;
+            else if (!strcmp(optarg, "json"))
                 a->progress = PROGRESS_JSON;
             else if (!strcmp(optarg, "bar") || !strcmp(optarg, "human"))
                 a->progress = PROGRESS_BAR;
@@ -290,19 +312,6 @@ static char *backing_path(const char *backing, const char *dst)
     return p;
 }
 
-static void print_warning(void *opaque, const char *file, int64_t offset, const char *msg)
-{
-    const struct args *a = opaque;
-    if (a->quiet)
-        return;
-    if (file && offset >= 0)
-        cli_warn("%s: %s (offset %lld)", file, msg, (long long)offset);
-    else if (offset >= 0)
-        cli_warn("%s (offset %lld)", msg, (long long)offset);
-    else
-        cli_warn("%s", msg);
-}
-
 /* Progress over several passes of the conversion, as one. */
 struct pass_progress {
     struct progress *p;
@@ -370,8 +379,7 @@ int cmd_convert(int argc, char **argv)
     }
     diag_init(&d);
     diag_init(&src_d);
-    d.warn = print_warning;
-    d.warn_opaque = &a;
+    cli_warnings_on(&d, &a.quiet);
     /* first: every thread started later inherits its signal mask */
     if (outfile_install_signal_cleanup(&d) < 0) {
         cli_report(&d);
@@ -389,6 +397,11 @@ int cmd_convert(int argc, char **argv)
     }
     if (a.compress && !odrv->compress) {
         cli_error("%s output cannot be compressed (-c)", a.out_fmt);
+        goto fail_args;
+    }
+    if (a.compress && a.offload == CONVERT_OFFLOAD_REQUIRED) {
+        /* qemu-img's words; refused before anything is read or written */
+        cli_error("Cannot enable copy offloading when -c is used");
         goto fail_args;
     }
 
@@ -531,6 +544,8 @@ int cmd_convert(int argc, char **argv)
         goto fail_quiet;
     }
 
+    if (strcmp(a.dst, "-") == 0)
+        progress_stdout_in_use();
     progress_init(&prog, a.progress, stderr);
     struct pass_progress pp = { .p = &prog, .passes = out->drv->next_pass ? 2 : 1 };
     struct convert_opts copts = {

@@ -24,15 +24,15 @@ static const char help_text[] =
     "Create a new empty image IMG of SIZE bytes (suffixes K, M, G, T, P, E).\n"
     "An existing IMG is replaced; the new image appears only once complete.\n"
     "\n"
-    "  -f FMT        image format: raw (default), qcow2, vmdk, vpc or vdi\n"
-    "  -o OPTS       format options, e.g. cluster_size=64K,compat=0.10 or\n"
-    "                subformat=streamOptimized\n"
-    "                (-o help lists them)\n"
-    "  -b BACKING    qcow2, vmdk: backing file (relative to IMG's folder); SIZE defaults\n"
-    "                to its size\n"
-    "  -F BFMT       format of BACKING (required with -b)\n"
-    "  -u            do not open BACKING (it need not exist; SIZE is then required)\n"
-    "  -q            quiet: no 'Formatting ...' line\n"
+    "  -f, --format FMT     image format: raw (default), qcow2, vmdk, vpc or vdi\n"
+    "  -o, --options OPTS   format options, e.g. cluster_size=64K,compat=0.10 or\n"
+    "                       subformat=streamOptimized (-o help lists them)\n"
+    "  -b, --backing BACKING  qcow2, vmdk: backing file (relative to IMG's folder);\n"
+    "                       SIZE defaults to its size\n"
+    "  -F, --backing-format BFMT  format of BACKING (required with -b)\n"
+    "  -u, --backing-unsafe do not open BACKING (it need not exist; SIZE is then\n"
+    "                       required)\n"
+    "  -q, --quiet          quiet: no 'Formatting ...' line\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
@@ -47,6 +47,13 @@ static int parse_args(int argc, char **argv, struct args *a)
 {
     static const struct option long_opts[] = {
         { "help", no_argument, NULL, 'h' },
+        /* qemu-img 10's long names of the short options */
+        { "format", required_argument, NULL, 'f' },
+        { "options", required_argument, NULL, 'o' },
+        { "backing", required_argument, NULL, 'b' },
+        { "backing-format", required_argument, NULL, 'F' },
+        { "backing-unsafe", no_argument, NULL, 'u' },
+        { "quiet", no_argument, NULL, 'q' },
         { NULL, 0, NULL, 0 },
     };
     char err[256];

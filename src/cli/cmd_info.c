@@ -19,12 +19,12 @@ static const char help_text[] =
     "Usage: diskimg info [OPTIONS] IMG\n"
     "Show the format, virtual size, allocated size and format details of IMG.\n"
     "\n"
-    "  -f FMT              image format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
+    "  -f, --format FMT    image format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
     "  --output=human|json output form (JSON keys as qemu-img info)\n"
     "  --backing-chain     also show every backing file (JSON: an array, top first)\n"
     "  --disk N            OVA: show the Nth disk in detail\n"
     "  --allow-external    follow files outside the image's folder\n"
-    "  -U                  accepted for compatibility\n"
+    "  -U, --force-share   accepted for compatibility\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
@@ -36,6 +36,8 @@ static const struct option long_opts[] = {
     { "backing-chain", no_argument, NULL, OPT_CHAIN },
     { "disk", required_argument, NULL, OPT_DISK },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    { "format", required_argument, NULL, 'f' },
+    { "force-share", no_argument, NULL, 'U' },
     { NULL, 0, NULL, 0 },
 };
 
@@ -207,6 +209,7 @@ int cmd_info(int argc, char **argv)
     struct diag d;
     struct bd *bd;
     diag_init(&d);
+    cli_warnings_on(&d, NULL);
     if (bd_open(&bd, argv[optind], &oo, &d) < 0) {
         cli_report(&d);
         return 1;

@@ -30,12 +30,12 @@ static const char help_text[] =
     "JSON lists every range with start, length, depth, present, zero, data and,\n"
     "when the bytes sit uncompressed in a file, offset.\n"
     "\n"
-    "  -f FMT              image format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
+    "  -f, --format FMT    image format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova); default: probe\n"
     "  --output=human|json output form (default human)\n"
     "  --start-offset N    start at guest offset N (suffixes K, M, G, ...)\n"
     "  --max-length N      map at most N bytes\n"
     "  --allow-external    follow files outside the image's folder\n"
-    "  -U                  accepted for compatibility\n"
+    "  -U, --force-share   accepted for compatibility\n"
     "\n"
     "Exit status: 0 success, 1 error (the human form also fails on compressed\n"
     "ranges, which have no offset to print).\n";
@@ -49,6 +49,7 @@ static const struct option long_opts[] = {
     { "max-length", required_argument, NULL, OPT_MAXLEN },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
     { "force-share", no_argument, NULL, 'U' },
+    { "format", required_argument, NULL, 'f' },
     { NULL, 0, NULL, 0 },
 };
 
@@ -294,6 +295,7 @@ int cmd_map(int argc, char **argv)
     struct bd *bd;
     struct chain_names cn;
     diag_init(&d);
+    cli_warnings_on(&d, NULL);
     if (bd_open(&bd, argv[optind], &oo, &d) < 0) {
         cli_report(&d);
         return 1;

@@ -18,17 +18,17 @@ static const char help_text[] =
     "or for the content of IMG (its allocated clusters; zero and unallocated\n"
     "ranges need none).  The numbers are qemu-img measure's.\n"
     "\n"
-    "  -O FMT              output format: raw (default), qcow2, vpc or vdi\n"
-    "  -o OPTS             output options, e.g. cluster_size=64K,refcount_bits=16\n"
+    "  -O, --target-format FMT  output format: raw (default), qcow2, vpc or vdi\n"
+    "  -o, --options OPTS  output options, e.g. cluster_size=64K,refcount_bits=16\n"
     "                      (-o help lists them)\n"
     "  --size N            measure an empty disk of N bytes (suffixes K, M, G, ...)\n"
-    "  -f FMT              format of IMG (default: probe)\n"
-    "  -l SNAPSHOT         measure an internal snapshot of IMG (NAME,\n"
+    "  -f, --format FMT    format of IMG (default: probe)\n"
+    "  -l, --snapshot SNAPSHOT  measure an internal snapshot of IMG (NAME,\n"
     "                      snapshot.id=ID, snapshot.name=NAME)\n"
     "  --output=human|json output form (JSON keys as qemu-img: required,\n"
     "                      fully-allocated, bitmaps)\n"
     "  --allow-external    follow backing files outside IMG's folder\n"
-    "  -U                  accepted for compatibility\n"
+    "  -U, --force-share   accepted for compatibility\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
@@ -39,6 +39,14 @@ static const struct option long_opts[] = {
     { "output", required_argument, NULL, OPT_OUTPUT },
     { "size", required_argument, NULL, OPT_SIZE },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    /* qemu-img 10's long names of the short options */
+    { "source-format", required_argument, NULL, 'f' },
+    { "format", required_argument, NULL, 'f' },
+    { "snapshot", required_argument, NULL, 'l' },
+    { "target-format", required_argument, NULL, 'O' },
+    { "target-format-options", required_argument, NULL, 'o' },
+    { "options", required_argument, NULL, 'o' },
+    { "force-share", no_argument, NULL, 'U' },
     { NULL, 0, NULL, 0 },
 };
 
@@ -142,6 +150,7 @@ int cmd_measure(int argc, char **argv)
         goto out;
     }
     diag_init(&d);
+    cli_warnings_on(&d, NULL);
     if (filename && bd_open(&src, filename, &oo, &d) < 0) {
         cli_report(&d);
         goto out;

@@ -25,16 +25,18 @@ static const char help_text[] =
     "names BACKING.  -b \"\" makes IMG standalone (everything it reads from its\n"
     "backing chain is copied in).\n"
     "\n"
-    "  -b BACKING          the new backing file (relative to IMG's folder), or \"\"\n"
-    "  -F FMT              its format (raw, qcow2, vmdk); required with a backing file\n"
-    "  -f FMT              IMG's format (default: probe)\n"
-    "  -u                  unsafe: change the header only (BACKING need not exist)\n"
-    "  -c                  write the copied clusters compressed (where that shrinks\n"
+    "  -b, --backing BACKING  the new backing file (relative to IMG's folder), or \"\"\n"
+    "  -F, --backing-format FMT  its format (raw, qcow2, vmdk); required with a\n"
+    "                      backing file\n"
+    "  -f, --format FMT    IMG's format (default: probe)\n"
+    "  -u, --backing-unsafe  unsafe: change the header only (BACKING need not exist)\n"
+    "  -c, --compress      write the copied clusters compressed (where that shrinks\n"
     "                      them; as qemu-img 8.2's rebase -c)\n"
-    "  -p                  show progress\n"
-    "  -q                  quiet\n"
-    "  -t CACHE, -T CACHE  accepted for compatibility\n"
-    "  -U                  accepted for compatibility\n"
+    "  -p, --progress      show progress\n"
+    "  -q, --quiet         quiet\n"
+    "  -t, --cache CACHE, -T, --backing-cache CACHE\n"
+    "                      accepted for compatibility\n"
+    "  -U, --force-share   accepted for compatibility\n"
     "  --allow-external    BACKING and the old chain may be outside IMG's folder\n"
     "\n"
     "The new backing file obeys the reference rule: inside IMG's folder unless\n"
@@ -48,32 +50,19 @@ enum { OPT_ALLOW_EXTERNAL = 256, OPT_HELP };
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    /* qemu-img 10's long names of the short options */
+    { "format", required_argument, NULL, 'f' },
+    { "backing", required_argument, NULL, 'b' },
+    { "backing-format", required_argument, NULL, 'F' },
+    { "backing-unsafe", no_argument, NULL, 'u' },
+    { "compress", no_argument, NULL, 'c' },
+    { "progress", no_argument, NULL, 'p' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "cache", required_argument, NULL, 't' },
+    { "backing-cache", required_argument, NULL, 'T' },
+    { "force-share", no_argument, NULL, 'U' },
     { NULL, 0, NULL, 0 },
 };
-
-/* -u: the new name must obey the reference rule even if it does not exist
- * (then as text: no absolute name, no "..") */
-static int check_ref(struct bd *img, const char *name, struct diag *d)
-{
-    struct bfile *f = NULL;
-
-    if (img->opts.allow_external)
-        return 0;
-    int r = bd_open_ref_file(img, name, false, &f);
-    if (r == 0) {
-        bfile_close(f);
-        return 0;
-    }
-    if (r != -ENOENT)
-        return r;
-    diag_clear(d);
-    bool up = name[0] == '/' || !strcmp(name, "..") || !strncmp(name, "../", 3) ||
-              strstr(name, "/../") || (strlen(name) >= 3 && !strcmp(name + strlen(name) - 3, "/.."));
-    if (up)
-        return diag_fail(d, -EPERM, img->filename, -1, "refers to '%s', outside its folder "
-                         "(pass --allow-external to allow it)", name);
-    return 0;
-}
 
 static int set_header(const char *filename, const struct bd_open_opts *base, const char *name,
                       const char *fmt, bool unsafe, struct diag *d)
@@ -89,7 +78,7 @@ static int set_header(const char *filename, const struct bd_open_opts *base, con
     if (!bd->drv->set_backing)
         r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
                       "'%s': Operation not supported (%s images)", name, bd->drv->name);
-    else if ((!unsafe || !*name || (r = check_ref(bd, name, d)) == 0))
+    else if ((!unsafe || !*name || (r = cli_check_ref(bd, name, d)) == 0))
         r = bd->drv->set_backing(bd, *name ? name : NULL, *name ? fmt : NULL);
     bd_close(bd);
     return r;

@@ -19,10 +19,10 @@ static const char help_text[] =
     "switches to them), or the clusters past the new end are freed and the file\n"
     "cut.  Shrinking discards the data past the new end and needs --shrink.\n"
     "\n"
-    "  -f FMT              image format (default: probe)\n"
+    "  -f, --format FMT    image format (default: probe)\n"
     "  --shrink            allow shrinking\n"
     "  --preallocation=off the only mode (the new space stays unallocated)\n"
-    "  -q                  quiet: no 'Image resized.' line\n"
+    "  -q, --quiet         quiet: no 'Image resized.' line\n"
     "  --allow-external    follow a backing file outside the image's folder\n"
     "\n"
     "Not supported for qcow2: images with persistent bitmaps or an external data\n"
@@ -39,6 +39,9 @@ static const struct option long_opts[] = {
     { "shrink", no_argument, NULL, OPT_SHRINK },
     { "preallocation", required_argument, NULL, OPT_PREALLOC },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    { "format", required_argument, NULL, 'f' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "force-share", no_argument, NULL, 'U' },
     { NULL, 0, NULL, 0 },
 };
 

@@ -17,14 +17,14 @@ static const char help_text[] =
     "List, create, apply or delete the internal snapshots of a qcow2 image, in\n"
     "place.  Without an action, -l.\n"
     "\n"
-    "  -l                  list the snapshots (as qemu-img snapshot -l)\n"
-    "  -c NAME             create a snapshot NAME of the current content\n"
-    "  -a SNAPSHOT         apply SNAPSHOT (ID or name): the image's content becomes\n"
-    "                      the snapshot's (the current content is lost)\n"
-    "  -d NAME             delete the (first) snapshot named NAME\n"
-    "  -f FMT              image format (default: probe)\n"
-    "  -q                  quiet\n"
-    "  -U                  accepted for compatibility (-l only)\n"
+    "  -l, --list          list the snapshots (as qemu-img snapshot -l)\n"
+    "  -c, --create NAME   create a snapshot NAME of the current content\n"
+    "  -a, --apply SNAPSHOT  apply SNAPSHOT (ID or name): the image's content\n"
+    "                      becomes the snapshot's (the current content is lost)\n"
+    "  -d, --delete NAME   delete the (first) snapshot named NAME\n"
+    "  -f, --format FMT    image format (default: probe)\n"
+    "  -q, --quiet         quiet\n"
+    "  -U, --force-share   accepted for compatibility (-l only)\n"
     "  --allow-external    follow a backing file outside the image's folder\n"
     "\n"
     "Changes are crash-safe: the new tables and refcounts are written and synced\n"
@@ -39,6 +39,14 @@ enum { OPT_ALLOW_EXTERNAL = 256, OPT_HELP };
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
+    /* qemu-img 10's long names of the short options */
+    { "list", no_argument, NULL, 'l' },
+    { "apply", required_argument, NULL, 'a' },
+    { "create", required_argument, NULL, 'c' },
+    { "delete", required_argument, NULL, 'd' },
+    { "format", required_argument, NULL, 'f' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "force-share", no_argument, NULL, 'U' },
     { NULL, 0, NULL, 0 },
 };
 

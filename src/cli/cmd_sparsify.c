@@ -18,12 +18,12 @@ static const char help_text[] =
     "file system.  Existing holes are skipped without reading them.\n"
     "\n"
     "  --dry-run         only report how many bytes would be freed\n"
-    "  -S SIZE           shortest zero run to punch, a multiple of 512 (default 4K;\n"
-    "                    runs are punched in whole file system blocks)\n"
-    "  -p                show progress on the terminal\n"
+    "  -S, --sparse-size SIZE  shortest zero run to punch, a multiple of 512\n"
+    "                    (default 4K; runs are punched in whole file system blocks)\n"
+    "  -p, --progress    show progress on the terminal\n"
     "  --progress=json   progress as JSON lines on stderr\n"
-    "  -q                print nothing on success\n"
-    "  -f raw            accepted; sparsify works on raw images only\n"
+    "  -q, --quiet       print nothing on success\n"
+    "  -f, --format raw  accepted; sparsify works on raw images only\n"
     "\n"
     "Prints the bytes reclaimed.  Exit status: 0 success, 1 error.\n";
 
@@ -32,8 +32,10 @@ enum { OPT_DRY_RUN = 256, OPT_PROGRESS, OPT_HELP };
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { "dry-run", no_argument, NULL, OPT_DRY_RUN },
-    { "progress", required_argument, NULL, OPT_PROGRESS },
+    { "progress", optional_argument, NULL, OPT_PROGRESS },
     { "quiet", no_argument, NULL, 'q' },
+    { "sparse-size", required_argument, NULL, 'S' },
+    { "format", required_argument, NULL, 'f' },
     { NULL, 0, NULL, 0 },
 };
 
@@ -64,7 +66,9 @@ int cmd_sparsify(int argc, char **argv)
             break;
         case 'p': if (pm == PROGRESS_NONE) pm = PROGRESS_BAR; break;
         case OPT_PROGRESS:
-            if (!strcmp(optarg, "json"))
+            if (!optarg)            /* qemu-img 10's --progress: -p */
+                pm = PROGRESS_BAR;
+            else if (!strcmp(optarg, "json"))
                 pm = PROGRESS_JSON;
             else if (!strcmp(optarg, "bar") || !strcmp(optarg, "human"))
                 pm = PROGRESS_BAR;

@@ -15,5 +15,8 @@ int cmd_measure(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_rebase(int argc, char **argv);
+int cmd_dd(int argc, char **argv);
+int cmd_commit(int argc, char **argv);
+int cmd_amend(int argc, char **argv);
 
 #endif

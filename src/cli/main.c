@@ -24,6 +24,9 @@ static const struct command commands[] = {
     { "resize", cmd_resize },
     { "snapshot", cmd_snapshot },
     { "rebase", cmd_rebase },
+    { "dd", cmd_dd },
+    { "commit", cmd_commit },
+    { "amend", cmd_amend },
 };
 
 static const char usage_text[] =
@@ -53,11 +56,22 @@ static const char usage_text[] =
     "                       the size a new image would need (as qemu-img measure)\n"
     "  resize   [-f FMT] [--shrink] [-q] IMG [+|-]SIZE\n"
     "                       change the virtual size of a raw or qcow2 image\n"
+    "  snapshot [-q] [-f FMT] [-l | -a SNAP | -c SNAP | -d SNAP] IMG\n"
+    "                       list, create, apply or delete internal snapshots (qcow2)\n"
+    "  rebase   [-f FMT] [-u] [-c] [-p] [-q] -b BACKING [-F BFMT] IMG\n"
+    "                       give an image another backing file, its content kept\n"
+    "  dd       [-f FMT] [-O FMT] [bs=N] [count=N] [skip=N] if=INPUT of=OUTPUT\n"
+    "                       copy part of an image into a new one (as qemu-img dd)\n"
+    "  commit   [-q] [-f FMT] [-b BASE] [-r RATE] [-d] [-p] IMG\n"
+    "                       write an image's content into its backing file\n"
+    "  amend    [-f FMT] [-p] [-q] -o OPTS IMG\n"
+    "                       change a qcow2 image's format options in place\n"
     "\n"
     "  diskimg COMMAND --help   options of one command\n"
     "  diskimg --version        version\n"
     "\n"
-    "Sizes take the suffixes K, M, G, T, P, E (powers of 1024).\n"
+    "Options also have qemu-img 10's long names (--format, --quiet, ...; see\n"
+    "COMMAND --help).  Sizes take the suffixes K, M, G, T, P, E (powers of 1024).\n"
     "Exit status: 0 success, 1 error (details per command in diskimg(1)).\n";
 
 /* DISKIMG_FAULT_STATS (io/fault.h): the counts of the calls, at exit. */

@@ -7,6 +7,13 @@
 
 #define MIN_INTERVAL 0.2   /* seconds between updates: ~5 a second */
 
+static bool stdout_busy;
+
+void progress_stdout_in_use(void)
+{
+    stdout_busy = true;
+}
+
 double progress_now(void)
 {
     struct timespec ts;
@@ -22,9 +29,13 @@ void progress_init(struct progress *p, enum progress_mode mode, FILE *out)
     p->last = 0;
     p->done = p->total = 0;
     p->shown = false;
-    /* a bar only makes sense on a terminal */
-    if (mode == PROGRESS_BAR && !isatty(fileno(out)))
-        p->mode = PROGRESS_NONE;
+    p->last_pct = -1;
+    /* a bar only makes sense on a terminal; elsewhere qemu-img's lines,
+     * which programs parse */
+    if (mode == PROGRESS_BAR && !isatty(fileno(out))) {
+        p->mode = stdout_busy ? PROGRESS_NONE : PROGRESS_QEMU;
+        p->out = stdout;
+    }
 }
 
 static void show(struct progress *p, double now, bool final)
@@ -32,6 +43,18 @@ static void show(struct progress *p, double now, bool final)
     double elapsed = now - p->start;
     double frac = p->total ? (double)p->done / (double)p->total : 1.0;
 
+    if (p->mode == PROGRESS_QEMU) {
+        /* qemu-img's format; a line at every whole percent */
+        double pct = frac * 100.0;
+        if (final || pct >= p->last_pct + 1.0 || p->last_pct < 0) {
+            fprintf(p->out, "    (%3.2f/100%%)\r", pct);
+            p->last_pct = pct;
+        }
+        if (final)
+            fputc('\n', p->out);
+        fflush(p->out);
+        return;
+    }
     if (p->mode == PROGRESS_JSON) {
         fprintf(p->out, "{\"done\":%llu,\"total\":%llu,\"elapsed\":%.3f}\n",
                 (unsigned long long)p->done, (unsigned long long)p->total, elapsed);
@@ -68,7 +91,7 @@ void progress_update(void *opaque, uint64_t done, uint64_t total)
     if (p->mode == PROGRESS_NONE)
         return;
     double now = progress_now();
-    if (p->shown && now - p->last < MIN_INTERVAL)
+    if (p->shown && now - p->last < MIN_INTERVAL && p->mode != PROGRESS_QEMU)
         return;
     if (done >= total && total > 0)
         return; /* the final line is progress_finish's */

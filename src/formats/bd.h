@@ -122,6 +122,24 @@ struct bd_measure {
 #define BD_CHECK_FIX_LEAKS   0x1
 #define BD_CHECK_FIX_ERRORS  0x2
 
+/* qemu-img amend's options for a driver (the command parsed their types;
+ * the driver checks them against the image, in qemu-img's order).  Fields
+ * left at their "not given" value keep what the image has. */
+struct bd_amend {
+    bool encrypt;              /* some encrypt.* option was given */
+    const char *compat;        /* "0.10", "v2", "1.1", "v3" (else refused), or NULL */
+    int64_t refcount_bits;     /* 0: not given */
+    int lazy_refcounts;        /* -1 not given, 0 off, 1 on */
+    const char *backing_file;  /* NULL: not given */
+    const char *backing_fmt;   /* NULL: not given */
+    const char *data_file;     /* NULL: not given (the command checked the
+                                  folder rule) */
+    int data_file_raw;         /* -1 not given, 0 off, 1 on */
+    uint64_t size;             /* 0: not given (the command resizes through
+                                  resize(); amend only checks it) */
+    bool check_only;           /* check everything, change nothing */
+};
+
 /* --- the driver and the device --------------------------------------------- */
 
 struct bd;
@@ -264,6 +282,20 @@ struct bd_driver {
      * (NULL: none recorded) in an image opened for writing; the header
      * only, in one write, synced (rebase -u; safe rebase copies first). */
     int (*set_backing)(struct bd *bd, const char *name, const char *fmt);
+
+    /* Optional: make an image opened for writing hold nothing, so that it
+     * reads everything from its backing file (qemu-img commit empties the
+     * top image), crash-safe: the image is either as it was or empty.
+     * `check_only`: only the refusals (an image that cannot be emptied),
+     * nothing written.  Afterwards the image may only be closed. */
+    int (*make_empty)(struct bd *bd, bool check_only);
+    /* Optional: qemu-img amend of an image opened for writing: everything
+     * `a` asks is checked first (refusals change nothing), then applied
+     * crash-safely (the size excepted: the command calls resize()).
+     * *resize_first: with a size, whether the command resizes before this
+     * call (a downgrade, as qemu-img) or after.  Afterwards the image may
+     * only be closed. */
+    int (*amend)(struct bd *bd, const struct bd_amend *a, bool *resize_first);
 };
 
 struct bd {

@@ -23,10 +23,52 @@ void offload_init(struct offload *o, int out_fd, bool clone, bool copy)
     o->clone_ok = clone;
     o->copy_ok = copy;
     o->refused = 0;
+    o->nxdev = 0;
     o->shared = o->offloaded = 0;
     o->blksize = 4096;
     if (fstat(out_fd, &st) == 0 && st.st_blksize >= 512)
         o->blksize = (uint32_t)st.st_blksize;
+}
+
+/* The EXDEV record of in_fd, made when `make` (NULL: none, or no room). */
+static struct offload_xdev *xdev_of(struct offload *o, int in_fd, bool make)
+{
+    for (unsigned i = 0; i < o->nxdev; i++)
+        if (o->xdev[i].fd == in_fd)
+            return &o->xdev[i];
+    if (!make || o->nxdev == OFFLOAD_XDEV_MAX)
+        return NULL;
+    o->xdev[o->nxdev] = (struct offload_xdev){ .fd = in_fd };
+    return &o->xdev[o->nxdev++];
+}
+
+bool offload_usable_from(const struct offload *o, int in_fd)
+{
+    bool clone = o->clone_ok, copy = o->copy_ok;
+
+    for (unsigned i = 0; i < o->nxdev; i++)
+        if (o->xdev[i].fd == in_fd) {
+            clone = clone && !o->xdev[i].no_clone;
+            copy = copy && !o->xdev[i].no_copy;
+        }
+    return clone || copy;
+}
+
+/* A method refused for in_fd: for this source only when the answer was
+ * EXDEV (and there is room to remember it), else for every source. */
+static void refuse(struct offload *o, int in_fd, int err, bool clone)
+{
+    struct offload_xdev *x = err == EXDEV ? xdev_of(o, in_fd, true) : NULL;
+
+    o->refused = err;
+    if (x && clone)
+        x->no_clone = true;
+    else if (x)
+        x->no_copy = true;
+    else if (clone)
+        o->clone_ok = false;
+    else
+        o->copy_ok = false;
 }
 
 /* An answer that means "this method does not work for these files". */
@@ -97,7 +139,8 @@ int offload_range(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
             o->no_progress = true;
             return -EIO;
         }
-        if (o->clone_ok) {
+        const struct offload_xdev *x = xdev_of(o, in_fd, false);
+        if (o->clone_ok && !(x && x->no_clone)) {
             /* a short transfer (injected) still clones whole blocks */
             size_t w = want - want % o->blksize;
             if (w) {
@@ -108,20 +151,20 @@ int offload_range(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
                 }
                 if (r < 0)
                     return r;
-                o->clone_ok = false;
-                o->refused = r;
+                refuse(o, in_fd, r, true);
+                x = xdev_of(o, in_fd, false);
             }
         }
-        if (!o->copy_ok)
+        if (!o->copy_ok || (x && x->no_copy))
             return OFFLOAD_UNSUPPORTED;
         int refused = 0;
         ssize_t n = copy_step(in_fd, io, out_fd, oo, want, &refused);
         if (n < 0)
             return (int)n;
         if (refused) {
-            /* the caller copies the rest, and everything after */
-            o->copy_ok = false;
-            o->refused = refused;
+            /* the caller copies the rest, and everything after (from this
+             * source, or from every source) */
+            refuse(o, in_fd, refused, false);
             return OFFLOAD_UNSUPPORTED;
         }
         if (n == 0) {             /* the source ended early */

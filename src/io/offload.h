@@ -6,7 +6,8 @@
  * XFS and btrfs it shares as well).  Each of the two is tried until its first
  * "not supported" answer (EOPNOTSUPP, ENOTSUP, ENOTTY, EXDEV, EINVAL, ENOSYS,
  * EBADF, EPERM for clones of an append-only or immutable file) and never again
- * after; once both said so, offload_range() answers OFFLOAD_UNSUPPORTED at
+ * after -- except EXDEV, which is remembered per source file (the others
+ * may well lie on the output's file system); once both said so, offload_range() answers OFFLOAD_UNSUPPORTED at
  * once and the caller copies the bytes itself.  Short copies are resumed;
  * other errors (EIO, ENOSPC, ...) are real write errors.
  *
@@ -29,9 +30,19 @@
 
 #define OFFLOAD_UNSUPPORTED 1   /* offload_range: copy the rest yourself */
 
+#define OFFLOAD_XDEV_MAX 16     /* source files remembered as on another file system */
+
 struct offload {
     bool clone_ok;          /* FICLONERANGE may still work */
     bool copy_ok;           /* copy_file_range may still work */
+    /* sources that answered EXDEV (another file system than the output's,
+     * e.g. a backing file elsewhere): a method refused for one of them
+     * stays usable for the others */
+    struct offload_xdev {
+        int fd;
+        bool no_clone, no_copy;
+    } xdev[OFFLOAD_XDEV_MAX];
+    unsigned nxdev;
     uint32_t blksize;       /* the output file system's block */
     int refused;            /* the (positive) errno of the last refusal, for -v */
     bool no_progress;       /* the last -EIO was a call that moved nothing */
@@ -49,6 +60,9 @@ static inline bool offload_usable(const struct offload *o)
 {
     return o->clone_ok || o->copy_ok;
 }
+
+/* Is any method still worth trying from in_fd? */
+bool offload_usable_from(const struct offload *o, int in_fd);
 
 /* Bytes [in_off, in_off+len) of in_fd into [out_off, out_off+len) of
  * out_fd.  0: all of them are there.  OFFLOAD_UNSUPPORTED: the bytes from

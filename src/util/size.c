@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int suffix_shift(char c)
@@ -88,4 +89,128 @@ void size_human(uint64_t v, char *buf, size_t n)
     if (i > 6)
         i = 6;
     snprintf(buf, n, "%0.3g %s", (double)v / (double)(1ULL << (i * 10)), units[i]);
+}
+
+/* qemu's suffixes, each a power of 1024; 0 for anything else. */
+static uint64_t qemu_suffix_mul(char c)
+{
+    int sh = suffix_shift(c);
+    return sh < 0 ? 0 : 1ULL << sh;
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Digits in `base` from *p on (at least one, else -EINVAL); *p moves past
+ * them.  -ERANGE (still moving past them) when the value passes 2^64-1. */
+static int parse_u64(const char **p, unsigned base, uint64_t *v)
+{
+    bool any = false, over = false;
+    int dg;
+
+    *v = 0;
+    while ((dg = hex_digit(**p)) >= 0 && (unsigned)dg < base) {
+        if (*v > (UINT64_MAX - (uint64_t)dg) / base)
+            over = true;
+        else
+            *v = *v * base + (uint64_t)dg;
+        any = true;
+        (*p)++;
+    }
+    return !any ? -EINVAL : over ? -ERANGE : 0;
+}
+
+int size_parse_qemu(const char *s, uint64_t *out, bool *hex_suffix)
+{
+    const char *p = s, *num;
+    uint64_t val, frac = 0, mul;
+    bool hex = false;
+    int r;
+
+    *hex_suffix = false;
+    while (is_space(*p))
+        p++;
+    if (*p == '-')
+        return -EINVAL;
+    if (*p == '+')
+        p++;
+    num = p;
+    r = parse_u64(&p, 10, &val);
+    if (r == 0 && val == 0 && (*p == 'x' || *p == 'X')) {
+        /* a hex number: "0x" and at least one hex digit ("00x1" is not) */
+        p = num;
+        if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X') && hex_digit(p[2]) >= 0)
+            p += 2;
+        r = parse_u64(&p, 16, &val);
+        hex = true;
+        if (r == 0 && *p == '.')
+            return -EINVAL;     /* no fractions in hex */
+    } else if (r == 0 && *p == '.') {
+        const char *f = p + 1;
+        while (*f >= '0' && *f <= '9')
+            f++;
+        if (f == p + 1) {
+            p++;                /* "1.k": a point without digits is skipped */
+        } else if ((*f == 'e' || *f == 'E') &&
+                   ((f[1] >= '0' && f[1] <= '9') ||
+                    ((f[1] == '+' || f[1] == '-') && f[2] >= '0' && f[2] <= '9'))) {
+            return -EINVAL;     /* an exponent */
+        } else {
+            /* the fraction as a double, then as 64-bit fixed point (a
+             * fraction that rounds up to 1.0 counts as none, as in qemu) */
+            char buf[64];
+            size_t n = (size_t)(f - p);
+            if (n >= sizeof(buf))
+                n = sizeof(buf) - 1;
+            memcpy(buf, p, n);
+            buf[n] = 0;
+            double fd = strtod(buf, NULL) * 0x1p64;
+            frac = fd < 0x1p64 ? (uint64_t)fd : 0;
+            p = f;
+        }
+    }
+    if (r == 0) {
+        mul = qemu_suffix_mul(*p);
+        if (mul) {
+            p++;
+            if (hex)
+                *hex_suffix = true;
+        } else {
+            mul = 1;
+        }
+        if (mul == 1) {
+            if (frac)
+                return -EINVAL;  /* a fraction of a byte needs a scale */
+        } else {
+            unsigned __int128 whole = (unsigned __int128)val * mul;
+            /* fraction x scale in 64.64 fixed point, half rounded up */
+            unsigned __int128 part = (unsigned __int128)frac * mul;
+            whole += (uint64_t)(part >> 64);
+            whole += ((uint64_t)part >> 63) & 1;
+            if (whole > UINT64_MAX)
+                r = -ERANGE;
+            else
+                val = (uint64_t)whole;
+        }
+    }
+    /* trailing text makes anything invalid, even a number too large */
+    if (*p && r != -EINVAL)
+        return -EINVAL;
+    if (r < 0)
+        return r;
+    *out = val;
+    return 0;
 }

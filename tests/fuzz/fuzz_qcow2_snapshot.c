@@ -1,15 +1,17 @@
 /* Fuzz target: `snapshot -c`, `-d` and `-a` on a hostile qcow2 image
- * (formats/qcow2/snapshot_write.c, snapshot_commit.c).
+ * (formats/qcow2/snapshot_write.c, snapshot_commit.c), and the emptying
+ * `commit` does to its top image (make_empty.c, on the same engine).
  *
  * Each operation works on its own copy in a memfd with every file it
  * names refused: create a snapshot, delete the first snapshot (by name),
- * apply the first snapshot (by ID).  Oracles, each an abort() the fuzzer
- * reports:
+ * apply the first snapshot (by ID), empty the image.  Oracles, each an
+ * abort() the fuzzer reports:
  *   - an operation that fails must leave the image's bytes as they were;
  *   - one that succeeds leaves an image that opens and checks with no
  *     more check errors, corruptions or leaks than before;
  *   - create and delete keep the guest data that read before; apply makes
- *     the image read what the snapshot read before.
+ *     the image read what the snapshot read before; an emptied image
+ *     allocates nothing any more.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -22,10 +24,12 @@
 #include "util/diag.h"
 #include "util/jval.h"
 
+/* `name` NULL: empty the image (make_empty) instead of `op` */
 static void operate(const uint8_t *data, size_t size, enum bd_snapshot_op op,
                     const char *name, const struct bd_check_result *before,
                     const struct fuzz_guest *g)
 {
+    const char *what = name ? name : "(make_empty)";
     struct bd_check_result after;
     struct diag d;
     struct bd *bd;
@@ -36,13 +40,13 @@ static void operate(const uint8_t *data, size_t size, enum bd_snapshot_op op,
         return;
     int r = fuzz_open_qcow2_path(&bd, path, true, &d);
     if (r == 0) {
-        r = bd->drv->snapshot(bd, op, name);
+        r = name ? bd->drv->snapshot(bd, op, name) : bd->drv->make_empty(bd, false);
         bd_close(bd);
     }
     if (r < 0) {
         if (!fuzz_memfd_same(fd, data, size)) {
             fprintf(stderr, "fuzz: snapshot op %d '%s' failed (%s) and changed the image\n",
-                    (int)op, name, d.what);
+                    (int)op, what, d.what);
             abort();
         }
         close(fd);
@@ -65,6 +69,17 @@ static void operate(const uint8_t *data, size_t size, enum bd_snapshot_op op,
     }
     if (g)
         fuzz_guest_verify(bd, g, g->size < bd->size ? g->size : bd->size);
+    for (uint64_t off = 0; !name && off < bd->size;) {
+        struct bd_extent e;
+        if (bd->drv->block_status(bd, off, bd->size - off, &e) < 0 || e.len == 0)
+            break;
+        if (e.flags & BD_ALLOCATED) {
+            fprintf(stderr, "fuzz: the emptied image allocates %llu bytes at %llu\n",
+                    (unsigned long long)e.len, (unsigned long long)off);
+            abort();
+        }
+        off += e.len;
+    }
     bd_close(bd);
     close(fd);
 }
@@ -101,8 +116,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cr < 0)
         before.corruptions = before.check_errors = before.leaks = INT64_MAX;
     operate(data, size, BD_SNAPSHOT_CREATE, "fz", &before, &g);
-    if (!*id)
+    if (!*id) {
+        operate(data, size, BD_SNAPSHOT_CREATE, NULL, &before, NULL);
         return 0;
+    }
     operate(data, size, BD_SNAPSHOT_DELETE, first, &before, &g);
     /* the snapshot's view, for apply (the same ID selected as -l would) */
     char spec[48];
@@ -114,5 +131,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bd_close(bd);
     }
     operate(data, size, BD_SNAPSHOT_APPLY, id, &before, have ? &gs : NULL);
+    operate(data, size, BD_SNAPSHOT_CREATE, NULL, &before, NULL);
     return 0;
 }

@@ -258,6 +258,75 @@ $mkvhd "$h/fixed-win.vhd" --type fixed --size 8192 --write 1024:1024:0x15
 $mkvhd "$h/dyn-256m.vhd" --type dynamic --size $((512 << 20)) --block $((256 << 20))
 $mkvhd "$h/dyn-max-size.vhd" --type dynamic --size $((0xff000000 * 512)) --block $((256 << 20))
 $mkvhd "$h/dyn-1k.vhd" --type dynamic --size 4096 --block 1024 --write 1024:1536:0x16
+# every other power of two between: allocated blocks up to 128 KiB (two
+# blocks, the second one partly written), unallocated above
+for bits in $(seq 11 27); do
+    bs=$((1 << bits))
+    [ $bs = 4096 ] || [ $bs = 8192 ] && continue
+    if [ $bs -le $((128 << 10)) ]; then
+        $mkvhd "$h/dyn-b$bs.vhd" --type dynamic --size $((2 * bs)) --block $bs \
+            --write 0:512:0x17 --write $((bs + 512)):512:0x18
+    else
+        $mkvhd "$h/dyn-b$bs.vhd" --type dynamic --size $((3 * bs)) --block $bs
+    fi
+done
+# odd sizes qemu-img makes with force_size off (rounded up to the CHS
+# geometry) and on (the size asked)
+for sub in dynamic fixed; do
+    for fs in off on; do
+        qemu-img create -q -f vpc -o subformat=$sub,force_size=$fs "$h/$sub-odd-fs$fs.vhd" 100000
+    done
+done
+# the creators qemu-img's size rule tells apart: 'vpc ', 'qemu' and unknown
+# ones size the disk by its CHS geometry, the others by the current size;
+# each with a geometry smaller than the current size (the specification's
+# for it, rounded down), fixed and dynamic
+for c in 'vpc ' qemu qem2 'win ' 'd2v ' 'tap\0' CTXS vbox 'xyz '; do
+    n=$(printf %s "$c" | tr -c 'a-z0-9' _)
+    $mkvhd "$h/creator-$n-fixed.vhd" --type fixed --size 65536 --creator "$c" --chs auto \
+        --write 32768:4096:0x19 --write 61440:4096:0x1a
+    $mkvhd "$h/creator-$n-dyn.vhd" --type dynamic --size 65536 --block 4096 --creator "$c" \
+        --chs auto --write 32768:4096:0x19 --write 61440:4096:0x1a
+done
+# a geometry larger than the current size: the disk outgrows the file / BAT
+$mkvhd "$h/chs-large-fixed.vhd" --type fixed --size 8192 --creator 'vpc ' --chs 2,16,63
+$mkvhd "$h/chs-large-dyn.vhd" --type dynamic --size 8192 --block 4096 --creator 'vpc ' \
+    --chs 2,16,63 --write 0:512:0x1b
+# every disk type value: 0 none, 1 and 5, 6 reserved (refused); a fixed
+# disk's footer on a dynamic layout and the reverse
+for t in 0 1 5 6; do
+    $mkvhd "$h/type$t.vhd" --type dynamic --size 8192 --block 4096 --footer-type $t \
+        --write 0:512:0x1c
+done
+$mkvhd "$h/type2-on-dyn.vhd" --type dynamic --size 8192 --block 4096 --footer-type 2 \
+    --write 0:512:0x1c
+$mkvhd "$h/type3-on-fixed.vhd" --type fixed --size 8192 --footer-type 3 --write 0:512:0x1c
+# checksums: a damaged last footer (checksum or cookie) the copy at 0
+# stands in for, both damaged, a stale copy (another size) behind a good
+# footer, a damaged dynamic header, a fixed disk's damaged footer
+d='--type dynamic --size 16384 --block 4096 --write 4096:1024:0x1d'
+$mkvhd "$h/sum-footer.vhd" $d --damage footer-sum
+$mkvhd "$h/cookie-footer.vhd" $d --damage footer-cookie
+$mkvhd "$h/sum-both.vhd" $d --damage footer-sum --damage copy-sum
+$mkvhd "$h/sum-copy.vhd" $d --damage copy-sum
+$mkvhd "$h/stale-copy.vhd" $d --damage copy-size
+$mkvhd "$h/stale-copy-used.vhd" $d --damage copy-size --damage footer-sum
+$mkvhd "$h/sum-header.vhd" $d --damage header-sum
+$mkvhd "$h/sum-fixed.vhd" --type fixed --size 8192 --write 0:512:0x1e --damage footer-sum
+# every locator kind: the deprecated Wi2r, Wi2k and 'Mac ' (not read)
+# beside the header's name, and each of them alone
+$mkvhd "$h/diff-oldlocs.vhd" --type diff --size 16384 --block 4096 --parent "$tmp/parent.vhd" \
+    --loc 'Wi2r:.\parent.vhd' --loc 'Wi2k:C:\x\parent.vhd' --loc 'Mac :parent.vhd' \
+    --parent-name parent.vhd --write 0:512:0x1f
+for l in 'W2ku:C:\x\parent.vhd' 'Wi2r:parent.vhd' 'Mac :parent.vhd'; do
+    n=$(printf %s "${l%%:*}" | tr -c 'a-zA-Z0-9' _)
+    $mkvhd "$h/diff-only-$n.vhd" --type diff --size 16384 --block 4096 \
+        --parent "$tmp/parent.vhd" --loc "$l" --write 0:512:0x1f
+done
+# cut at each structure boundary (cut-seeds.py): refused, or read the same
+for s in dyn-4k dyn-512 diff-w2ru fixed-win creator-vpc_-dyn; do
+    python3 "$top/tests/fuzz/cut-seeds.py" "$h/$s.vhd" "$h"
+done
 
 # ---- vhdx ---------------------------------------------------------------
 # (at least 3 MiB each: the header section, metadata and BAT regions are
@@ -310,14 +379,36 @@ $mkvdi "$w/diff.vdi" --size 16384 --type 4 --block 4096 --parent "$tmp/vparent.v
     --write 8192:512:0x25 --zero 1
 $mkvdi "$w/odd.vdi" --size 10000 --block 8192 --write 8192:1024:0x26
 # the bounds: 512-byte and 256 MiB blocks (unallocated), block extra data
-# (VirtualBox writes none; 512 B and 256 KiB: the 1 MiB limit would not fit
-# the fuzzers' 512 KiB inputs), a 64 GiB disk of
-# 1 MiB blocks (a 256 KiB map)
+# (VirtualBox writes none; 512 B and 256 KiB: the 1 MiB limit would not
+# fit the fuzzers' 512 KiB inputs), a 64 GiB disk of 1 MiB blocks (a
+# 256 KiB map)
 $mkvdi "$w/b512.vdi" --size 4096 --block 512 --write 512:1024:0x27 --zero 7
 $mkvdi "$w/b256m.vdi" --size $((1 << 30)) --block $((256 << 20))
 $mkvdi "$w/extra512.vdi" --size 16384 --block 4096 --extra 512 --write 4096:4096:0x28
 $mkvdi "$w/extra-max.vdi" --size 8192 --block 4096 --extra $((256 << 10)) --write 0:512:0x29
 $mkvdi "$w/big-map.vdi" --size $((64 << 30)) --block $((1 << 20)) --zero 65535
+# header sizes 384 (no LCHS geometry) and 440 (the whole sector), a
+# version 0 header whose sector size is 0 (old VirtualBox), an undo image
+# (type 3, refused), a version 1.0 static and differencing image
+for hs in 384 440; do
+    $mkvdi "$w/hsize$hs.vdi" --size 16384 --block 4096 --header-size $hs \
+        --write 4096:1024:0x2a --zero 3
+done
+$mkvdi "$w/v0-sector0.vdi" --size 16384 --version 0 --block 4096 --sector-size 0 \
+    --write 0:512:0x2b
+$mkvdi "$w/undo.vdi" --size 16384 --type 3 --block 4096 --write 0:512:0x2c
+$mkvdi "$w/v1.0-static.vdi" --size 16384 --version 1.0 --type 2 --block 4096 \
+    --write 8192:512:0x2d
+$mkvdi "$w/v1.0-diff.vdi" --size 16384 --version 1.0 --type 4 --block 4096 \
+    --parent "$tmp/vparent.vdi" --write 0:512:0x2e
+# two blocks of extra data written out of order (a write across a block
+# boundary): the stride is extra + block
+$mkvdi "$w/extra-2blk.vdi" --size 16384 --block 4096 --extra 1024 --reverse \
+    --write 3584:1024:0x2f --write 12288:512:0x30
+# cut at each structure boundary (cut-seeds.py): refused, or read the same
+for s in v1.1-4k v0-4k static-4k diff extra-2blk hsize384; do
+    python3 "$top/tests/fuzz/cut-seeds.py" "$w/$s.vdi" "$w"
+done
 
 # ---- options and sizes ---------------------------------------------------
 o=$out/fuzz_options

@@ -34,7 +34,8 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 # the seeds, made again when their generators change
 stamp=$(cat tests/fuzz/make-seeds.sh tests/fuzz/make-vmdk-seeds.py tests/fuzz/make-qcow2-damaged.py \
-            tests/tools/vhdmake.py tests/tools/vdimake.py tests/tools/vhdxmake.py |
+            tests/tools/vhdmake.py tests/tools/vdimake.py tests/fuzz/cut-seeds.py \
+            tests/tools/vhdxmake.py |
         sha1sum | cut -c1-16)
 if [ "$(cat build-fuzz/seeds/.stamp 2>/dev/null)" != "$stamp" ]; then
     make --no-print-directory -s build/tools/genimg >/dev/null

@@ -5,7 +5,10 @@ entries, differencing images, blocks out of order).
 
   vdimake.py OUT --size BYTES [--version 1.0|1.1|0] [--type 1|2|4]
       [--block N] [--parent FILE] [--write OFF:LEN:B]... [--zero BLOCK]...
-      [--reverse] [--extra N]
+      [--reverse] [--extra N] [--header-size N] [--sector-size N]
+--type 3 is an undo image (laid out as a dynamic one; readers refuse it).
+--header-size: cbHeader of a 1.x header (384 to 440; default 400).
+--sector-size: the header's sector size (default 512; version 0 may say 0).
 --extra N puts N bytes of block extra data before each block (VDICore.h's
 cbBlockExtra; VirtualBox writes 0, the reader must honour any value).
 --write fills [OFF, OFF+LEN) with byte B (its blocks allocated, the rest
@@ -25,6 +28,8 @@ ap.add_argument('--write', action='append', default=[])
 ap.add_argument('--zero', action='append', type=int, default=[])
 ap.add_argument('--reverse', action='store_true')
 ap.add_argument('--extra', type=int, default=0)
+ap.add_argument('--header-size', type=int, default=400)
+ap.add_argument('--sector-size', type=int, default=512)
 a = ap.parse_args()
 if a.version == '0' and a.extra:
     ap.error('version 0 headers have no block extra field')
@@ -33,8 +38,6 @@ n = (a.size + bs - 1) // bs
 blocks = {}
 for w in a.write:
     off, ln, b = w.split(':'); off, ln, b = int(off), int(ln), int(b, 0)
-    for o in range(off, off + ln):
-        pass
     pos = off
     while pos < off + ln:
         i = pos // bs
@@ -63,16 +66,16 @@ struct.pack_into('<II', h, 64, 0xbeda107f,
 if a.version != '0':
     off_blocks = 512
     off_data = 512 + (n * 4 + 511) // 512 * 512
-    struct.pack_into('<III', h, 72, 400, a.type, 0)
+    struct.pack_into('<III', h, 72, a.header_size, a.type, 0)
     struct.pack_into('<II', h, 340, off_blocks, off_data)
-    struct.pack_into('<IIII', h, 348, 0, 0, 0, 512)
+    struct.pack_into('<IIII', h, 348, 0, 0, 0, a.sector_size)
     struct.pack_into('<QIIII', h, 368, a.size, bs, a.extra, n, len(blocks))
     h[392:408] = uuid.uuid4().bytes; h[408:424] = uuid.uuid4().bytes; h[424:440] = link
 else:
     off_blocks = 72 + 348
     off_data = off_blocks + n * 4
     struct.pack_into('<II', h, 72, a.type, 0)
-    struct.pack_into('<IIII', h, 336, 0, 0, 0, 512)
+    struct.pack_into('<IIII', h, 336, 0, 0, 0, a.sector_size)
     struct.pack_into('<QIII', h, 352, a.size, bs, n, len(blocks))
     h[372:388] = uuid.uuid4().bytes; h[388:404] = uuid.uuid4().bytes; h[404:420] = link
 with open(a.out, 'wb') as f:

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/qcow2/amend.h"
 #include "formats/qcow2/measure.h"
 #include "formats/qcow2/read_int.h"
 #include "formats/qcow2/write.h"
@@ -181,6 +182,8 @@ const struct bd_driver bd_qcow2 = {
     .resize = qcow2_resize,
     .snapshot = qcow2_snapshot_op,
     .set_backing = qcow2_set_backing,
+    .make_empty = qcow2_make_empty,
+    .amend = qcow2_amend,
     /* writing: a new image is a bd_qcow2_out (write.c) */
     .create_options_help = qcow2w_options_help,
     .describe_create = qcow2w_describe_create,

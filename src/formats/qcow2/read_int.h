@@ -240,6 +240,9 @@ int qcow2_info(struct bd *bd, struct jval *obj);
 /* backing_write.c: bd_driver.set_backing */
 int qcow2_set_backing(struct bd *bd, const char *name, const char *fmt);
 
+/* make_empty.c: bd_driver.make_empty (the image opened for writing) */
+int qcow2_make_empty(struct bd *bd, bool check_only);
+
 /* check.c */
 int qcow2_check(struct bd *bd, struct bd_check_result *r, unsigned fix);
 /* Before an image is changed in place by what trusts its refcounts and

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "formats/qcow2/amend.h"
 #include "formats/qcow2/read_int.h"
 #include "formats/qcow2/refcount.h"
 #include "io/bfile.h"
@@ -56,7 +57,7 @@ static uint64_t l1_for(const struct qcow2_header *h, uint64_t size)
     return div_up(div_up(size, h->cluster_size), h->l2_entries);
 }
 
-static int refuse(struct qcow2 *q, uint64_t new_size)
+static int refuse(struct qcow2 *q, uint64_t new_size, uint32_t version)
 {
     const struct qcow2_header *h = &q->h;
 
@@ -75,7 +76,7 @@ static int refuse(struct qcow2 *q, uint64_t new_size)
     if (h->has_bitmaps_ext)
         return FAIL(q, -ENOTSUP, "resizing images with persistent bitmaps is not "
                     "supported (remove them first, e.g. qemu-img bitmap --remove)");
-    if (q->nsnaps && h->version < 3)
+    if (q->nsnaps && version < 3)
         return FAIL(q, -ENOTSUP, "Can't resize a v2 image which has snapshots");
     if (new_size > q->bd.size && q->bd.backing && q->bd.backing->size > q->bd.size)
         return FAIL(q, -ENOTSUP, "the backing file is larger than the image: growing "
@@ -86,6 +87,11 @@ static int refuse(struct qcow2 *q, uint64_t new_size)
                     "(qemu's limit); use an image with larger clusters",
                     QCOW2_MAX_L1_BYTES);
     return 0;
+}
+
+int qcow2_resize_check(struct qcow2 *q, uint64_t size, uint32_t version)
+{
+    return refuse(q, size, version);
 }
 
 /* The L1 table as stored, all l1_size entries (host order). */
@@ -638,7 +644,7 @@ int qcow2_resize(struct bd *bd, uint64_t new_size, bool allow_shrink)
 
     if (new_size < bd->size && !allow_shrink)
         return FAIL(q, -EINVAL, "Use the --shrink option to perform a shrink operation.");
-    if ((r = refuse(q, new_size)) < 0)
+    if ((r = refuse(q, new_size, q->h.version)) < 0)
         return r;
     if (new_size == bd->size && new_size == q->h.size)
         return 0;

@@ -35,11 +35,13 @@ int qcow2_snapw_init(struct qcow2_snapw *w, struct qcow2 *q)
     w->cs = q->h.cluster_size;
     w->cbits = q->h.cluster_bits;
     w->rc_max = qcow2_rc_max(q->h.refcount_order);
+    w->order = q->h.refcount_order;
     w->size = q->h.size;
     w->n = div_up(q->bd.file->size, w->cs);
     if (w->n > QCOW2_SNAPW_MAX_CLUSTERS)
         return FAIL(w, -EFBIG, -1, "the image file has %" PRIu64 " clusters; snapshots "
-                    "are supported up to %llu", w->n, QCOW2_SNAPW_MAX_CLUSTERS);
+                    "and other in-place table changes are supported up to %llu", w->n,
+                    QCOW2_SNAPW_MAX_CLUSTERS);
     w->cap = w->n + 64;
     w->rc = calloc(w->cap, sizeof(*w->rc));
     w->tab = malloc(w->cs);
@@ -158,6 +160,8 @@ static int decode(struct qcow2_snapw *w, const uint8_t *p, uint64_t guest, uint6
 int qcow2_snapw_walk(struct qcow2_snapw *w, const uint64_t *l1, uint32_t n, int delta)
 {
     const struct qcow2_header *h = &w->q->h;
+    /* an external data file's clusters are not counted in the image file */
+    bool data_file = (h->incompatible & QCOW2_INCOMPAT_DATA_FILE) != 0;
     int r;
 
     for (uint32_t i = 0; i < n; i++) {
@@ -168,6 +172,8 @@ int qcow2_snapw_walk(struct qcow2_snapw *w, const uint64_t *l1, uint32_t n, int 
             continue;
         if ((r = rc_add(w, l2 >> w->cbits, delta)) < 0)
             return r;
+        if (data_file)
+            continue;
         for (uint32_t j = 0; j < h->l2_entries; j++) {
             const uint8_t *p = w->tab + (uint64_t)j * h->l2_entry_bytes;
             struct qcow2_l2e d;
@@ -247,7 +253,8 @@ static int fix_l2_flags(struct qcow2_snapw *w, uint32_t i, uint64_t l2, bool *ch
         uint64_t guest = ((uint64_t)i * h->l2_entries + j) << w->cbits;
         if ((r = decode(w, p, guest, l2 + (uint64_t)j * h->l2_entry_bytes, &d)) < 0)
             return r;
-        if (d.kind == QK_COMPRESSED || !d.has_host || !d.host)
+        if (d.kind == QK_COMPRESSED || !d.has_host || !d.host ||
+            (h->incompatible & QCOW2_INCOMPAT_DATA_FILE))
             continue;
         uint64_t e = be64_get(p);
         uint64_t want = w->rc[d.host >> w->cbits] == 1 ? e | QCOW2_L2_COPIED
@@ -299,7 +306,7 @@ static int fix_active(struct qcow2_snapw *w, bool *l1_changed)
 static int write_refcounts(struct qcow2_snapw *w, uint64_t *table_off, uint32_t *table_clusters)
 {
     const struct qcow2_header *h = &w->q->h;
-    uint64_t per = (w->cs * 8) >> h->refcount_order;
+    uint64_t per = (w->cs * 8) >> w->order;
     uint64_t nb = 0, nt = 0;
     int r;
 
@@ -335,7 +342,7 @@ static int write_refcounts(struct qcow2_snapw *w, uint64_t *table_off, uint32_t 
     for (uint64_t b = 0; b < nb && r == 0; b++) {
         memset(w->tab, 0, w->cs);
         for (uint64_t j = 0; j < per && b * per + j < w->n; j++)
-            qcow2_rc_entry_set(w->tab, h->refcount_order, j, w->rc[b * per + j]);
+            qcow2_rc_entry_set(w->tab, w->order, j, w->rc[b * per + j]);
         uint64_t at = (first + b) << w->cbits;
         be64_put(tbl + 8 * b, at);
         r = bfile_pwrite(w->q->bd.file, w->tab, w->cs, at);
@@ -348,16 +355,16 @@ static int write_refcounts(struct qcow2_snapw *w, uint64_t *table_off, uint32_t 
     return r;
 }
 
-int qcow2_snapw_commit(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
-                       const uint8_t *tab, uint64_t len, uint32_t nb)
+int qcow2_snapw_prepare(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
+                        const uint8_t *tab, uint64_t len, struct qcow2_snapw_layout *out)
 {
     struct qcow2 *q = w->q;
     const struct qcow2_header *h = &q->h;
     bool l1_changed = !keep_l1;
-    uint64_t l1_off = h->l1_table_offset, snap_off = 0, reft_off = 0;
-    uint32_t reft_clusters = 0;
     int r;
 
+    memset(out, 0, sizeof(*out));
+    out->l1_off = h->l1_table_offset;
     if ((r = fix_active(w, &l1_changed)) < 0)
         return r;
     if (l1_changed) {
@@ -369,8 +376,8 @@ int qcow2_snapw_commit(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
             return FAIL(w, -ENOMEM, -1, "out of memory");
         for (uint32_t i = 0; i < w->l1_size; i++)
             be64_put(b + 8 * (uint64_t)i, w->l1[i]);
-        l1_off = 0;
-        r = w->l1_size ? qcow2_snapw_append(w, b, (uint64_t)w->l1_size * 8, &l1_off) : 0;
+        out->l1_off = 0;
+        r = w->l1_size ? qcow2_snapw_append(w, b, (uint64_t)w->l1_size * 8, &out->l1_off) : 0;
         free(b);
         if (r < 0)
             return r;
@@ -378,21 +385,33 @@ int qcow2_snapw_commit(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
     if (h->nb_snapshots && (r = qcow2_snapw_free_range(w, h->snapshots_offset,
                                                        q->snapshots_size)) < 0)
         return r;
-    if (nb && (r = qcow2_snapw_append(w, tab, len, &snap_off)) < 0)
+    if (len && (r = qcow2_snapw_append(w, tab, len, &out->snap_off)) < 0)
         return r;
-    if ((r = write_refcounts(w, &reft_off, &reft_clusters)) < 0 ||
-        (r = bfile_sync(q->bd.file)) < 0)
+    if ((r = write_refcounts(w, &out->reft_off, &out->reft_clusters)) < 0)
+        return r;
+    return bfile_sync(q->bd.file);
+}
+
+int qcow2_snapw_commit(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
+                       const uint8_t *tab, uint64_t len, uint32_t nb)
+{
+    struct qcow2 *q = w->q;
+    const struct qcow2_header *h = &q->h;
+    struct qcow2_snapw_layout l;
+    int r;
+
+    if ((r = qcow2_snapw_prepare(w, keep_l1, free_old_l1, tab, nb ? len : 0, &l)) < 0)
         return r;
     /* the switch: bytes 24..71 in one write (inside the first sector) */
     uint8_t b[QH_V2_LENGTH - QH_SIZE];
     be64_put(b + (QH_SIZE - QH_SIZE), w->size);
     be32_put(b + (QH_CRYPT_METHOD - QH_SIZE), h->crypt_method);
     be32_put(b + (QH_L1_SIZE - QH_SIZE), w->l1_size);
-    be64_put(b + (QH_L1_TABLE_OFFSET - QH_SIZE), l1_off);
-    be64_put(b + (QH_REFCOUNT_TABLE_OFFSET - QH_SIZE), reft_off);
-    be32_put(b + (QH_REFCOUNT_TABLE_CLUSTERS - QH_SIZE), reft_clusters);
+    be64_put(b + (QH_L1_TABLE_OFFSET - QH_SIZE), l.l1_off);
+    be64_put(b + (QH_REFCOUNT_TABLE_OFFSET - QH_SIZE), l.reft_off);
+    be32_put(b + (QH_REFCOUNT_TABLE_CLUSTERS - QH_SIZE), l.reft_clusters);
     be32_put(b + (QH_NB_SNAPSHOTS - QH_SIZE), nb);
-    be64_put(b + (QH_SNAPSHOTS_OFFSET - QH_SIZE), snap_off);
+    be64_put(b + (QH_SNAPSHOTS_OFFSET - QH_SIZE), l.snap_off);
     if ((r = bfile_pwrite(q->bd.file, b, sizeof(b), QH_SIZE)) < 0)
         return r;
     return bfile_sync(q->bd.file);

@@ -23,6 +23,8 @@ struct qcow2_snapw {
     uint64_t *rc;               /* refcount of every cluster, new state */
     uint64_t n, cap;            /* clusters (the file's, then appended ones) */
     uint64_t rc_max;
+    unsigned order;             /* refcount order of the new structures (amend
+                                   may change it; init: the image's) */
     uint64_t *old_reft;         /* the refcount table in use (host order) */
     uint64_t old_reft_len;
     uint8_t *tab;               /* one cluster of scratch */
@@ -40,7 +42,9 @@ void qcow2_snapw_free(struct qcow2_snapw *w);
 int qcow2_snapw_read_l1(struct qcow2_snapw *w, uint64_t off, uint32_t n, uint64_t **out);
 
 /* Raise or lower by `delta` the refcounts of what an L1 table references
- * (its L2 tables and every host cluster they name). */
+ * (its L2 tables and every host cluster they name; only the L2 tables in an
+ * image with an external data file, whose clusters the image file does not
+ * count). */
 int qcow2_snapw_walk(struct qcow2_snapw *w, const uint64_t *l1, uint32_t n, int delta);
 
 /* Lower by one the refcount of every cluster [off, off+len) touches. */
@@ -49,6 +53,19 @@ int qcow2_snapw_free_range(struct qcow2_snapw *w, uint64_t off, uint64_t len);
 /* Append `len` bytes (whole clusters, zero-padded) with refcount 1, written
  * now (past the end: the old image does not see them); *off: where. */
 int qcow2_snapw_append(struct qcow2_snapw *w, const void *buf, uint64_t len, uint64_t *off);
+
+/* Where qcow2_snapw_prepare put the new structures (0: none). */
+struct qcow2_snapw_layout {
+    uint64_t l1_off, snap_off, reft_off;
+    uint32_t reft_clusters;
+};
+
+/* Everything qcow2_snapw_commit does but the header write: the new active
+ * L1 table, the snapshot table (`len` bytes, none when 0), refcount
+ * blocks (width w->order) and table, synced.  The caller then switches
+ * the header to *out in one write (amend: with other header fields). */
+int qcow2_snapw_prepare(struct qcow2_snapw *w, bool keep_l1, bool free_old_l1,
+                        const uint8_t *tab, uint64_t len, struct qcow2_snapw_layout *out);
 
 /* Commit: w->l1 (the new active table: copied flags set from the new
  * refcounts; L2 tables whose flags change are copied), written at a new

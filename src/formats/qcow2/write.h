@@ -89,6 +89,11 @@ struct qcow2w_layout {
     uint32_t reftable_clusters;
 };
 
+/* The feature name table qemu-img writes into v3 images (the extension's
+ * data, without its type and length): into t, returns its length. */
+#define QCOW2W_FEATURE_TABLE_MAX 512
+size_t qcow2w_feature_table(uint8_t *t);
+
 /* Encode cluster 0 (header, extensions, backing file name) into buf, which
  * holds one cluster and is zeroed first.  Fails with -EINVAL (reason in
  * err) when it does not fit. */

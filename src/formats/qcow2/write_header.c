@@ -21,6 +21,18 @@ static const struct { uint8_t type, bit; const char *name; } features[] = {
     { 2, 1, "raw external data" },
 };
 #define N_FEATURES (sizeof(features) / sizeof(features[0]))
+_Static_assert(N_FEATURES * FEATURE_ENTRY <= QCOW2W_FEATURE_TABLE_MAX, "feature table");
+
+size_t qcow2w_feature_table(uint8_t *t)
+{
+    memset(t, 0, N_FEATURES * FEATURE_ENTRY);
+    for (size_t i = 0; i < N_FEATURES; i++) {
+        t[i * FEATURE_ENTRY] = features[i].type;
+        t[i * FEATURE_ENTRY + 1] = features[i].bit;
+        memcpy(t + i * FEATURE_ENTRY + 2, features[i].name, strlen(features[i].name));
+    }
+    return N_FEATURES * FEATURE_ENTRY;
+}
 
 static size_t pad8(size_t n)
 {
@@ -81,12 +93,7 @@ int qcow2w_header_encode(const struct qcow2w_params *p,
     if (p->backing_fmt)
         pos += put_ext(buf + pos, QCOW2_EXT_BACKING_FMT, p->backing_fmt, fmt_len);
     if (with_table) {
-        uint8_t *t = buf + pos + 8;
-        for (size_t i = 0; i < N_FEATURES; i++) {
-            t[i * FEATURE_ENTRY] = features[i].type;
-            t[i * FEATURE_ENTRY + 1] = features[i].bit;
-            memcpy(t + i * FEATURE_ENTRY + 2, features[i].name, strlen(features[i].name));
-        }
+        qcow2w_feature_table(buf + pos + 8);
         be32_put(buf + pos, QCOW2_EXT_FEATURE_NAMES);
         be32_put(buf + pos + 4, (uint32_t)(N_FEATURES * FEATURE_ENTRY));
         pos += table_len;

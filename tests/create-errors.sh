@@ -37,7 +37,7 @@ bad "Invalid image size specified" -f qcow2 x.qcow2 1Z
 bad "Invalid image size specified" -f qcow2 x.qcow2 -- -5
 bad "encrypted images are not supported" -f qcow2 -o encrypt.format=luks x.qcow2 1M
 bad "expecting a filename" -f qcow2
-bad "unknown or read-only format 'vhdx'" -f vhdx x.qcow2 1M
+bad "unknown or read-only format 'qed'" -f qed x.qcow2 1M
 bad "unknown or read-only format 'ova'" -f ova x.qcow2 1M
 
 # -o help lists the options and creates nothing

@@ -66,9 +66,19 @@ static int entry_check(struct vhdx *v, uint64_t i, struct vhdx_bat_entry *e, cha
 
     if (vhdx_bat_entry_decode(v->bat[i], sb, e, why, len) < 0)
         return -EINVAL;
-    if (!sb && e->state == VHDX_PAYLOAD_PARTIALLY_PRESENT && !v->diff) {
-        snprintf(why, len, "partially present block in a disk without a parent");
-        return -EINVAL;
+    if (!sb && e->state == VHDX_PAYLOAD_PARTIALLY_PRESENT) {
+        if (!v->diff) {
+            snprintf(why, len, "partially present block in a disk without a parent");
+            return -EINVAL;
+        }
+        /* its sectors are told apart by the chunk's bitmap */
+        uint64_t c = block_of(v, i) / v->chunk_ratio;
+        uint64_t raw = v->bat[vhdx_bat_bitmap_index(c, v->chunk_ratio)];
+        if ((raw & VHDX_BAT_STATE_MASK) != VHDX_SB_PRESENT) {
+            snprintf(why, len, "block is partially present, but its chunk has no sector "
+                     "bitmap");
+            return -EINVAL;
+        }
     }
     bool present = sb ? e->state == VHDX_SB_PRESENT
                       : e->state == VHDX_PAYLOAD_FULLY_PRESENT ||

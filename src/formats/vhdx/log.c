@@ -196,15 +196,9 @@ out:
 
 /* --- the overlay ------------------------------------------------------------------ */
 
-struct op {
-    uint64_t off, end;
-    const uint8_t *data;        /* end - off bytes, or NULL */
-    uint32_t order;             /* later writes win */
-};
-
 static int op_cmp(const void *a, const void *b)
 {
-    const struct op *x = a, *y = b;
+    const struct vhdx_ov_op *x = a, *y = b;
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
@@ -214,7 +208,7 @@ struct heap {
     size_t n;
 };
 
-static void heap_push(struct heap *hp, const struct op *ops, uint32_t i)
+static void heap_push(struct heap *hp, const struct vhdx_ov_op *ops, uint32_t i)
 {
     size_t k = hp->n++;
     hp->h[k] = i;
@@ -226,7 +220,7 @@ static void heap_push(struct heap *hp, const struct op *ops, uint32_t i)
     }
 }
 
-static void heap_pop(struct heap *hp, const struct op *ops)
+static void heap_pop(struct heap *hp, const struct vhdx_ov_op *ops)
 {
     size_t k = 0;
     hp->h[0] = hp->h[--hp->n];
@@ -248,17 +242,20 @@ static void heap_pop(struct heap *hp, const struct op *ops)
 /* The ops (in write order) as non-overlapping segments: a sweep over the
  * ops sorted by start with a heap of those covering the sweep point, the
  * latest on top. */
-static int build_segments(struct vhdx *v, struct op *ops, size_t n)
+int vhdx_ov_build(struct vhdx_ov_op *ops, size_t n, struct vhdx_overlay *ov)
 {
-    struct vhdx_overlay *ov = &v->ov;
     struct heap hp = { malloc((n ? n : 1) * sizeof(uint32_t)), 0 };
     /* each op start and end is a boundary: at most 2n segments */
     ov->seg = malloc((2 * n + 1) * sizeof(*ov->seg));
+    ov->n = 0;
     if (!hp.h || !ov->seg) {
         free(hp.h);
-        return diag_fail(D(v), -ENOMEM, v->bd.filename, -1, "out of memory");
+        free(ov->seg);
+        ov->seg = NULL;
+        return -ENOMEM;
     }
-    qsort(ops, n, sizeof(*ops), op_cmp);
+    if (n)
+        qsort(ops, n, sizeof(*ops), op_cmp);
     size_t i = 0;
     uint64_t x = n ? ops[0].off : 0;
     while (i < n || hp.n) {
@@ -272,7 +269,7 @@ static int build_segments(struct vhdx *v, struct op *ops, size_t n)
             continue;
         }
         /* the top covers x; the segment ends at its end or the next start */
-        const struct op *top = &ops[hp.h[0]];
+        const struct vhdx_ov_op *top = &ops[hp.h[0]];
         uint64_t end = top->end;
         if (i < n && ops[i].off < end)
             end = ops[i].off;
@@ -363,10 +360,10 @@ int vhdx_vread(struct vhdx *v, void *buf, size_t len, uint64_t off, const char *
 /* Turn the entries tail..head into ops; data sectors are copied into
  * v->ov.data. */
 static int collect(struct vhdx *v, struct scan *s, const struct active *a, uint64_t limit,
-                   struct op **out, size_t *nout)
+                   struct vhdx_ov_op **out, size_t *nout)
 {
     size_t n = 0, cap = 0, nsec = 0;
-    struct op *ops = NULL;
+    struct vhdx_ov_op *ops = NULL;
     uint32_t p = a->tail;
     char why[200];
 
@@ -384,7 +381,7 @@ static int collect(struct vhdx *v, struct scan *s, const struct active *a, uint6
         }
         p = (uint32_t)((p + (uint64_t)h.entry_length) % s->len);
     }
-    uint64_t bytes = (uint64_t)nsec * VHDX_LOG_SECTOR + cap * (sizeof(struct op) +
+    uint64_t bytes = (uint64_t)nsec * VHDX_LOG_SECTOR + cap * (sizeof(struct vhdx_ov_op) +
                                                               2 * sizeof(struct vhdx_ov_seg));
     int r = bd_table_budget(&v->bd, bytes, v->bd.filename, "the replayed log");
     if (r < 0)
@@ -425,7 +422,7 @@ static int collect(struct vhdx *v, struct scan *s, const struct active *a, uint6
                                      sizeof(why));
                 data = dst;
             }
-            ops[n] = (struct op){ d.file_offset, d.file_offset + len, data, (uint32_t)n };
+            ops[n] = (struct vhdx_ov_op){ d.file_offset, d.file_offset + len, data, (uint32_t)n };
             n++;
         }
         p = (uint32_t)((p + (uint64_t)h.entry_length) % s->len);
@@ -498,11 +495,12 @@ int vhdx_log_replay(struct vhdx *v)
         .flushed_file_offset = head.flushed_file_offset,
         .last_file_offset = head.last_file_offset,
     };
-    struct op *ops = NULL;
+    struct vhdx_ov_op *ops = NULL;
     size_t n = 0;
     if ((r = collect(v, &s, &a, limit, &ops, &n)) < 0)
         goto out;
-    r = build_segments(v, ops, n);
+    if ((r = vhdx_ov_build(ops, n, &v->ov)) < 0)
+        r = diag_fail(D(v), r, v->bd.filename, -1, "out of memory");
     /* the file as the log leaves it ends after its last write (a range
      * past the file's end that the log does not write is not there) */
     if (r == 0 && v->ov.n) {

@@ -76,6 +76,17 @@ int vhdx_vread(struct vhdx *v, void *buf, size_t len, uint64_t off, const char *
 const struct vhdx_ov_seg *vhdx_ov_find(const struct vhdx_overlay *ov, uint64_t off,
                                        uint64_t len);
 
+/* One write of the log, in write order (`order` grows). */
+struct vhdx_ov_op {
+    uint64_t off, end;
+    const uint8_t *data;        /* end - off bytes, or NULL: zeros */
+    uint32_t order;             /* later writes win */
+};
+/* The writes (sorted in place) as ov's sorted, non-overlapping segments,
+ * the latest write of each byte winning, adjacent pieces of one write or
+ * of zeros merged.  -ENOMEM. */
+int vhdx_ov_build(struct vhdx_ov_op *ops, size_t n, struct vhdx_overlay *ov);
+
 /* log.c: find the active sequence of the log the current header names and
  * build the overlay (the file is not written).  An error when the header
  * names a log that holds no valid sequence or that does not fit the file. */

@@ -430,6 +430,12 @@ int qcow2_rebuild_write(struct chk *c, struct qcow2_rebuild *rb)
     c->file_size = c->q->file_size = c->q->bd.file->size;
     c->nb_clusters = (c->file_size + c->cs - 1) / c->cs;
     c->rblock_off = 0;
+    /* the reader's map of the metadata still names the old refcount
+     * blocks: the count after this and the double check that follows
+     * would take data there for metadata (and leave the image marked
+     * corrupt, which a second repair would then change) */
+    qcow2_meta_free(c->q);
+    r = qcow2_meta_build(c->q);
 out:
     free(blk);
     free(t);

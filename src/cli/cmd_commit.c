@@ -20,7 +20,7 @@ static const char help_text[] =
     "Write what IMG holds into its backing file, then empty IMG (it reads through to\n"
     "the backing file again).  With -b, everything the images above BASE hold is\n"
     "written into BASE, a deeper image of IMG's backing chain, and IMG is kept.\n"
-    "BASE may be qcow2 or raw; it grows to IMG's size when smaller.\n"
+    "BASE may be qcow2, raw, vpc or vdi; it grows to IMG's size when smaller.\n"
     "\n"
     "  -b, --base BASE     the image to commit into (named relative to the folder\n"
     "                      of the image that refers to it, as qemu-img); implies -d\n"

@@ -190,6 +190,28 @@ int bd_block_status(struct bd *bd, uint64_t off, uint64_t len,
     }
 }
 
+int bd_data_units(struct bd *bd, uint64_t unit, uint64_t *n)
+{
+    uint64_t off = 0;
+
+    *n = 0;
+    while (off < bd->size) {
+        struct bd_extent e;
+        int r = bd_block_status(bd, off, bd->size - off, &e);
+        if (r < 0)
+            return r;
+        if (e.flags & BD_ZERO) {
+            off += e.len;
+            continue;
+        }
+        /* a data extent takes its units whole; go on after the last */
+        uint64_t first = off / unit, end = (off + e.len + unit - 1) / unit;
+        *n += end - first;
+        off = end * unit;
+    }
+    return 0;
+}
+
 int bd_pread(struct bd *bd, void *buf, size_t len, uint64_t off)
 {
     if (off > bd->size || len > bd->size - off)

@@ -407,6 +407,11 @@ int bd_open_ref(struct bd *from, const char *ref, const char *format,
 int bd_block_status(struct bd *bd, uint64_t off, uint64_t len,
                     struct bd_extent *e);
 
+/* How many `unit`-byte units of bd's guest view hold data (are not zero
+ * by block status): what an output of that cluster or block size must
+ * allocate (measure). */
+int bd_data_units(struct bd *bd, uint64_t unit, uint64_t *n);
+
 /* Guest bytes; reads past bd->size are an error. */
 int bd_pread(struct bd *bd, void *buf, size_t len, uint64_t off);
 

@@ -67,29 +67,6 @@ uint64_t qcow2_fully_allocated_size(uint64_t virtual_size, unsigned cluster_bits
     return meta + data;
 }
 
-/* Bytes of the clusters of `src` that hold data, each counted whole. */
-static int data_clusters(struct bd *src, uint64_t cs, uint64_t *bytes)
-{
-    uint64_t off = 0;
-
-    *bytes = 0;
-    while (off < src->size) {
-        struct bd_extent e;
-        int r = bd_block_status(src, off, src->size - off, &e);
-        if (r < 0)
-            return r;
-        if (e.flags & BD_ZERO) {
-            off += e.len;
-            continue;
-        }
-        /* a data extent takes its clusters whole; go on after the last */
-        uint64_t end = round_up(off + e.len, cs);
-        *bytes += end - (off - off % cs);
-        off = end;
-    }
-    return 0;
-}
-
 /* What the persistent bitmaps of a qcow2 v3 source would need.  Every sum
  * is checked: the directory's bounds (granularity 9..31, at most 65535
  * bitmaps) keep it far from 2^64, but a sum that wrapped would print a
@@ -144,8 +121,10 @@ int qcow2_measure(struct kvopts *o, uint64_t size, struct bd *src,
         vs = round_up(src->size, cs);
         if (p.backing_file)
             required = vs;  /* the backing file may share nothing with src */
-        else if ((r = data_clusters(src, cs, &required)) < 0)
+        else if ((r = bd_data_units(src, cs, &required)) < 0)
             return r;
+        else
+            required *= cs;     /* each data cluster counted whole */
     }
     if (p.prealloc == QCOW2W_PREALLOC_FALLOC || p.prealloc == QCOW2W_PREALLOC_FULL)
         required = vs;

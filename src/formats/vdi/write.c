@@ -113,22 +113,8 @@ int vdi_measure(struct kvopts *o, uint64_t size, struct bd *src, struct bd_measu
         (r = layout(size, stat, &h, err, sizeof(err))) < 0)
         return diag_fail(d, r, NULL, -1, "%s", err);
     uint64_t used = h.blocks;
-    if (src && !stat) {
-        used = 0;
-        for (uint64_t off = 0; off < src->size;) {
-            struct bd_extent e;
-            if ((r = bd_block_status(src, off, src->size - off, &e)) < 0)
-                return r;
-            if (e.flags & BD_ZERO) {
-                off += e.len;
-                continue;
-            }
-            uint64_t first = off / h.block_size;
-            uint64_t end = (off + e.len + h.block_size - 1) / h.block_size;
-            used += end - first;
-            off = end * h.block_size;
-        }
-    }
+    if (src && !stat && (r = bd_data_units(src, h.block_size, &used)) < 0)
+        return r;
     m->required = h.off_data + used * h.block_size;
     m->fully_allocated = h.off_data + (uint64_t)h.blocks * h.block_size;
     return 0;

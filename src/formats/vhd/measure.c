@@ -10,28 +10,6 @@
 #include "formats/vhd/write.h"
 #include "util/diag.h"
 
-/* Blocks of `bs` bytes of `src` that hold data. */
-static int data_blocks(struct bd *src, uint64_t bs, uint64_t *n)
-{
-    uint64_t off = 0;
-
-    *n = 0;
-    while (off < src->size) {
-        struct bd_extent e;
-        int r = bd_block_status(src, off, src->size - off, &e);
-        if (r < 0)
-            return r;
-        if (e.flags & BD_ZERO) {
-            off += e.len;
-            continue;
-        }
-        uint64_t first = off / bs, end = (off + e.len + bs - 1) / bs;
-        *n += end - first;
-        off = end * bs;
-    }
-    return 0;
-}
-
 int vhd_measure(struct kvopts *o, uint64_t size, struct bd *src, struct bd_measure *m,
                 struct diag *d)
 {
@@ -53,7 +31,7 @@ int vhd_measure(struct kvopts *o, uint64_t size, struct bd *src, struct bd_measu
     uint64_t meta = 2 * VHD_FOOTER_SIZE + VHD_DYNHDR_SIZE + bat;
     uint64_t per = (uint64_t)vhd_bitmap_bytes(p.block_size) + p.block_size;
     uint64_t used = blocks;
-    if (src && (r = data_blocks(src, p.block_size, &used)) < 0)
+    if (src && (r = bd_data_units(src, p.block_size, &used)) < 0)
         return r;
     m->required = meta + used * per;
     m->fully_allocated = meta + blocks * per;

@@ -360,6 +360,27 @@ $mkvhdx "$x/diff-4k.vhdx" --type diff --size $((2 * M)) --sector 4096 --log-size
     --write 8192:4096:0x34 --state 1:2
 $mkvhdx "$x/diff-dirty.vhdx" --type diff --size $M --log 1 --parent "$tmp/xp.vhdx" \
     --loc relative_path=xp.vhdx --write 512:512:0x35
+# every legal block size (1 MiB to 256 MiB, powers of two), both logical
+# and physical sector sizes, disk sizes that are not a whole block or MiB,
+# and disks past one sector-bitmap chunk (2^23 sectors: 4 GiB with 512-byte
+# sectors), where the BAT interleaves a bitmap entry after every chunk's
+# payload entries and a differencing disk needs a second bitmap block
+$mkvhdx "$x/b4m-odd.vhdx" --size $((5 * M + 512)) --block $((4 * M)) --log-size 0 \
+    --write $((4 * M + 512)):512:0x25 --write $((5 * M)):512:0x26
+$mkvhdx "$x/b8m-4k-p512.vhdx" --size $((8 * M + 4096)) --block $((8 * M)) --sector 4096 \
+    --psector 512 --log-size 0 --write $((8 * M)):4096:0x27
+$mkvhdx "$x/b16m.vhdx" --size $((3 * M + 512)) --block $((16 * M)) --log-size 0 $W
+$mkvhdx "$x/b64m-4k.vhdx" --size $M --block $((64 * M)) --sector 4096 --log-size 0 \
+    --write 4096:4096:0x28
+$mkvhdx "$x/b128m.vhdx" --size $M --block $((128 * M)) --log-size 0 --write 0:512:0x29
+$mkvhdx "$x/fixed-4k.vhdx" --type fixed --size $M --sector 4096 --log-size 0 --write 0:4096:0x2a
+$mkvhdx "$x/dirty-log2m.vhdx" --size $M --log 2 --log-size $((2 * M)) --log-overwrite $W
+G=$((1 << 30))
+$mkvhdx "$x/chunk2.vhdx" --size $((5 * G)) --log-size 0 --write 0:512:0x2b \
+    --write $((4 * G + 512 * M)):4096:0x2c --state 4097:2
+$mkvhdx "$tmp/xbig.vhdx" --size $((5 * G)) --log-size 0 --write $((4 * G)):4096:0x2d
+$mkvhdx "$x/diff-chunk2.vhdx" --type diff --size $((5 * G)) --log-size 0 --parent "$tmp/xbig.vhdx" \
+    --loc relative_path=xbig.vhdx --write 512:512:0x2e --write $((4 * G + 1024)):512:0x2f
 $mkvhdx "$x/region2.vhdx" --size $M --log-size 0 --corrupt region1 $W
 $mkvhdx "$x/header-old.vhdx" --size $M --log-size 0 --corrupt header $W
 

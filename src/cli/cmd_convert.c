@@ -81,7 +81,8 @@ static const char help_text[] =
     "  --ignore-parent-cid  vmdk: accept a parent whose CID does not match; vpc: a\n"
     "                    parent whose unique id is not the one recorded\n"
     "  --salvage         read errors become zeros with a warning per range\n"
-    "                    (and a summary); the conversion goes on\n"
+    "                    (and a summary); the conversion goes on; a VHDX log\n"
+    "                    that does not replay is left out, with a warning\n"
     "  --bitmaps         copy every persistent dirty bitmap of the source (qcow2)\n"
     "                    to the output (qcow2), with its granularity, enabled flag\n"
     "                    and content; a bitmap marked in use is refused\n"
@@ -453,6 +454,7 @@ int cmd_convert(int argc, char **argv)
     diag_init(&d);
     diag_init(&src_d);
     cli_warnings_on(&d, &a.quiet);
+    cli_warnings_on(&src_d, &a.quiet);
     /* first: every thread started later inherits its signal mask */
     if (outfile_install_signal_cleanup(&d) < 0) {
         cli_report(&d);
@@ -482,6 +484,7 @@ int cmd_convert(int argc, char **argv)
     struct bd_open_opts oo = {
         .format = a.src_fmt, .allow_external = a.allow_external,
         .ignore_parent_cid = a.ignore_cid, .snapshot = a.snapshot, .disk_index = a.disk,
+        .salvage = a.salvage,
     };
     src = calloc((size_t)a.nsrcs, sizeof(*src));
     if (!src) {

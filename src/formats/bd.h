@@ -76,6 +76,10 @@ struct bd_open_opts {
     bool ignore_parent_cid;    /* vmdk: accept a parent whose CID differs */
     const char *snapshot;      /* -l: NAME, snapshot.name=, snapshot.id= */
     unsigned disk_index;       /* OVA: which disk (0 = first) */
+    bool salvage;              /* --salvage, read-only: a damaged part the
+                                  image can be read without (a VHDX log that
+                                  does not replay) is passed over with a
+                                  warning instead of refusing the image */
 };
 
 struct bd_create_opts {

@@ -235,6 +235,30 @@ static void read_creator(struct vhdx *v)
     v->creator[k] = 0;
 }
 
+/* A log that does not replay (corrupt, or writing where it may not) is an
+ * error; with --salvage, on a read-only open, the image is read as the file
+ * holds it, without the log's writes, and the reason becomes a warning.
+ * Out of memory and I/O errors stay errors: they say nothing of the log. */
+static int salvage_log(struct vhdx *v, int r)
+{
+    struct diag *d = D(v);
+
+    if (!v->bd.opts.salvage || v->bd.file->writable || (r != -EINVAL && r != -EFBIG) || !d)
+        return r;
+    char what[sizeof(d->what)];
+    snprintf(what, sizeof(what), "%s", d->what);
+    int64_t off = d->offset;
+    diag_clear(d);
+    if (v->ov.bytes)
+        bd_table_return(&v->bd, v->ov.bytes);
+    vhdx_ov_free(&v->ov);
+    memset(&v->log, 0, sizeof(v->log));
+    v->vfile_size = v->file_size;
+    diag_warn(d, v->bd.filename, off, "%s; read without its log (--salvage): the "
+              "writes the log holds are missing", what);
+    return 0;
+}
+
 static int do_open(struct vhdx *v)
 {
     struct bfile *f = v->bd.file;
@@ -257,7 +281,7 @@ static int do_open(struct vhdx *v)
     if ((r = read_headers(v)) < 0)
         return r;
     if (!vhdx_guid_is_zero(v->hdr.log_guid)) {
-        if ((r = vhdx_log_replay(v)) < 0)
+        if ((r = vhdx_log_replay(v)) < 0 && (r = salvage_log(v, r)) < 0)
             return r;
         v->bd.dirty = true;
     }

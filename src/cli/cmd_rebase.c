@@ -104,11 +104,17 @@ static int safe_copy(const char *filename, const struct bd_open_opts *base, cons
                  "backing file too, and only the current content is kept as it was",
                  filename);
     jv_free(info);
-    if (!img->drv->create || !(img->drv->caps & BD_CAP_INPLACE) || !img->drv->set_backing) {
+    /* (a driver that can name another backing file can write the ranges
+     * its image leaves to it: create() with fill_unallocated) */
+    if (!img->drv->create || !img->drv->set_backing) {
         r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
                       "'%s': Operation not supported (%s images)", name, img->drv->name);
         goto out;
     }
+    /* what the header change would refuse, refused before anything is copied */
+    if (img->drv->check_backing &&
+        (r = img->drv->check_backing(img, *name ? name : NULL, *name ? fmt : NULL)) < 0)
+        goto out;
     if (*name && (r = bd_open_ref(img, name, fmt, &nb)) < 0) {
         cli_report(d);
         cli_error("Could not open new backing file '%s'", name);
@@ -119,6 +125,7 @@ static int safe_copy(const char *filename, const struct bd_open_opts *base, cons
     if ((r = bfile_open(&f, filename, BFILE_O_RDWR, d)) < 0)
         goto out;
     struct bd_create_opts co = { .size = img->size, .durable = true, .existing = true,
+                                 .fill_unallocated = true,
                                  .compress = compress, .allow_external = oo.allow_external };
     if ((r = img->drv->create(&out, f, &co, d)) < 0)
         goto out;

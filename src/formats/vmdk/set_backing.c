@@ -132,21 +132,19 @@ static int replace_file(struct bd *bd, struct bfile *f, const char *text, size_t
         r = diag_fail(d, -errno, tmp, -1, "chmod: %s", strerror(errno));
         goto out;
     }
-    for (size_t done = 0; done < len;) {
-        ssize_t n = write(fd, text + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            r = diag_fail(d, n < 0 ? -errno : -EIO, tmp, (int64_t)done, "write: %s",
-                          n < 0 ? strerror(errno) : "nothing written");
-            goto out;
-        }
-        done += (size_t)n;
-    }
-    if (fsync(fd) < 0) {
-        r = diag_fail(d, -errno, tmp, -1, "fsync: %s", strerror(errno));
+    /* (through bfile: its retries, messages and fault injection) */
+    struct bfile *tf = NULL;
+    if ((r = bfile_from_fd(&tf, fd, tmp, true, d)) < 0) {
+        fd = -1;
         goto out;
     }
+    fd = -1;
+    r = bfile_pwrite(tf, text, len, 0);
+    if (r == 0)
+        r = bfile_sync(tf);
+    bfile_close(tf);
+    if (r < 0)
+        goto out;
     if (rename(tmp, real) < 0) {
         r = diag_fail(d, -errno, f->path, -1, "rename: %s", strerror(errno));
         goto out;

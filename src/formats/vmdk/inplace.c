@@ -48,6 +48,7 @@ struct ip_pend {
 struct ip_ext {
     uint64_t next;              /* byte offset of the next appended grain */
     uint64_t keep;              /* abort() cuts the file back to this */
+    uint64_t size0;             /* the file's size when opened */
     uint32_t *tabs;             /* sorted sectors of the primary tables */
     uint32_t n_tabs;
 };
@@ -119,7 +120,7 @@ static int redundant_table(struct vmdk_ip *ip, uint32_t xi, uint32_t gt, uint64_
     *at = 0;
     if (!(h->flags & VMDK4_FLAG_RGD) || !h->rgd_offset || h->rgd_offset == h->gd_offset)
         return 0;
-    uint64_t rgd = h->rgd_offset * VMDK_SECTOR, size = ip->xs[xi].keep;
+    uint64_t rgd = h->rgd_offset * VMDK_SECTOR, size = ip->xs[xi].size0;
     if (rgd >= size || dir_bytes > size - rgd)
         return 0;   /* (no usable copy: the reader ignores it too) */
     if ((r = bfile_pread(x->file, raw, 4, rgd + 4 * (uint64_t)gt)) < 0)
@@ -178,10 +179,25 @@ static int sync_all(struct vmdk_ip *ip)
     return r;
 }
 
-/* Steps 2 and 3: the grains appended so far become part of the image. */
+/* The runs of p[] (sorted) that share one table: [i, *j). */
+static size_t group_end(const struct vmdk_ip *ip, size_t i)
+{
+    size_t j = i;
+    while (j < ip->n_pend && ip->pend[j].ext == ip->pend[i].ext &&
+           ip->pend[j].gt == ip->pend[i].gt)
+        j++;
+    return j;
+}
+
+/* Steps 2 and 3: the grains appended so far become part of the image.
+ * Every redundant table is checked before any table is written; from the
+ * first table write on, the grains are kept even if a later write fails
+ * (a table may name them already: cutting them off would leave it
+ * pointing past the end of the file). */
 static int flush_pending(struct vmdk_ip *ip)
 {
     struct vmdk *v = ip->rd;
+    uint64_t red;
     int r;
 
     if (!ip->n_pend)
@@ -189,24 +205,21 @@ static int flush_pending(struct vmdk_ip *ip)
     if ((r = sync_all(ip)) < 0)
         return r;
     qsort(ip->pend, ip->n_pend, sizeof(*ip->pend), pend_cmp);
-    for (size_t i = 0; i < ip->n_pend;) {
-        size_t j = i;
-        while (j < ip->n_pend && ip->pend[j].ext == ip->pend[i].ext &&
-               ip->pend[j].gt == ip->pend[i].gt)
-            j++;
+    for (size_t i = 0; i < ip->n_pend; i = group_end(ip, i))
+        if ((r = redundant_table(ip, ip->pend[i].ext, ip->pend[i].gt, &red)) < 0)
+            return r;
+    for (size_t i = 0; i < v->n_ext; i++)
+        if (ip->xs[i].next > ip->xs[i].keep)
+            ip->xs[i].keep = ip->xs[i].next;
+    for (size_t i = 0, j; i < ip->n_pend; i = j) {
+        j = group_end(ip, i);
         const struct vmdk_extent *x = &v->ext[ip->pend[i].ext];
-        uint64_t red;
         if ((r = redundant_table(ip, ip->pend[i].ext, ip->pend[i].gt, &red)) < 0 ||
             (r = patch_table(ip, x, (uint64_t)x->gd[ip->pend[i].gt] * VMDK_SECTOR,
                              ip->pend + i, j - i)) < 0 ||
             (red && (r = patch_table(ip, x, red, ip->pend + i, j - i)) < 0))
             return r;
-        i = j;
     }
-    /* the tables name the grains now: abort() keeps them */
-    for (size_t i = 0; i < v->n_ext; i++)
-        if (ip->xs[i].next > ip->xs[i].keep)
-            ip->xs[i].keep = ip->xs[i].next;
     ip->n_pend = 0;
     return 0;
 }
@@ -324,13 +337,6 @@ static int ip_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
                      "making ranges of an existing vmdk read as zeros is not supported");
 }
 
-static int ip_finish(struct bd *bd)
-{
-    struct vmdk_ip *ip = to_ip(bd);
-    int r = flush_pending(ip);
-    return r < 0 ? r : sync_all(ip);
-}
-
 /* Give up: the grains no table names yet are cut off again. */
 static void ip_abort(struct bd *bd)
 {
@@ -344,6 +350,17 @@ static void ip_abort(struct bd *bd)
             diag_warn(bd->diag, x->name, -1, "cannot cut off the unused grains at its end");
     }
     ip->n_pend = 0;
+}
+
+/* (a failed finish gives up as abort() does: the caller calls only one) */
+static int ip_finish(struct bd *bd)
+{
+    struct vmdk_ip *ip = to_ip(bd);
+    int r = flush_pending(ip);
+
+    if (r < 0)
+        ip_abort(bd);
+    return r < 0 ? r : sync_all(ip);
 }
 
 static void ip_close(struct bd *bd)
@@ -439,7 +456,7 @@ int vmdk_inplace_create(struct bd **out, struct bfile *f, const struct bd_create
             goto fail;
         /* grains go after everything the file holds, on a sector */
         uint64_t end = x->file->size;
-        ip->xs[i].keep = end;
+        ip->xs[i].keep = ip->xs[i].size0 = end;
         ip->xs[i].next = (end + VMDK_SECTOR - 1) / VMDK_SECTOR * VMDK_SECTOR;
         /* an extent file named twice: the later extent appends after the
          * earlier one's grains (both must agree on one end) */

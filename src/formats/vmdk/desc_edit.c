@@ -2,7 +2,9 @@
  * is, line for line, except the parentCID line (the new parent's CID, or
  * ffffffff for none) and the parentFileNameHint line (the new name, or no
  * such line for none).  A missing parentCID line is added after the CID
- * line, a missing hint after createType (qemu's and VMware's order).
+ * line (first, without one), a missing hint after the createType line
+ * that follows parentCID (qemu's and VMware's order), else right after
+ * parentCID.
  *
  * qemu finds its keys with a substring search ("CID" is the first "CID" in
  * the text, the hint must be written parentFileNameHint="NAME"), so the
@@ -58,14 +60,46 @@ bool vmdk_hint_ok(const char *name)
     return true;
 }
 
+/* Whether a createType line comes in [p, end). */
+static bool create_type_in(const char *p, const char *end)
+{
+    while (p < end) {
+        const char *le = memchr(p, '\n', (size_t)(end - p));
+        le = le ? le : end;
+        if (line_key(p, le, "createType"))
+            return true;
+        p = le + 1;
+    }
+    return false;
+}
+
+struct edit {
+    struct strbuf b;
+    const char *hint, *eol, *end;
+    uint32_t cid;
+    bool cid_done, hint_done;
+};
+
+/* The parentCID line (ending `lend`), then the hint when it is still to
+ * be added and no createType line follows (from `rest` on) to put it after. */
+static void emit_cid(struct edit *e, const char *lend, const char *rest)
+{
+    add_cid(&e->b, e->cid, lend);
+    e->cid_done = true;
+    if (!e->hint_done && !create_type_in(rest, e->end)) {
+        add_hint(&e->b, e->hint, e->eol);
+        e->hint_done = true;
+    }
+}
+
 int vmdk_desc_set_parent(const char *text, size_t len, const char *hint, uint32_t parent_cid,
                          char **out, size_t *out_len)
 {
     const char *nul = memchr(text, '\0', len), *end = nul ? nul : text + len;
     const char *first_nl = memchr(text, '\n', (size_t)(end - text));
-    const char *eol = first_nl && first_nl > text && first_nl[-1] == '\r' ? "\r\n" : "\n";
+    struct edit e = { .hint = hint, .end = end, .cid = parent_cid,
+                      .eol = first_nl && first_nl > text && first_nl[-1] == '\r' ? "\r\n" : "\n" };
     bool have_cid_line = false, have_hint_line = false, have_cid = false;
-    struct strbuf b;
 
     *out = NULL;
     *out_len = 0;
@@ -83,59 +117,37 @@ int vmdk_desc_set_parent(const char *text, size_t len, const char *hint, uint32_
             have_cid = true;
         p = le + 1;
     }
-    sb_init(&b);
-    bool cid_done = have_cid_line, hint_done = have_hint_line || !hint;
-    if (!cid_done && !have_cid) {
-        add_cid(&b, parent_cid, eol);   /* no CID line: the parent's comes first */
-        cid_done = true;
-    }
+    sb_init(&e.b);
+    e.hint_done = have_hint_line || !hint;
+    if (!have_cid_line && !have_cid)
+        emit_cid(&e, e.eol, text);  /* no CID line: the parent's comes first */
     for (const char *p = text; p < end;) {
         const char *le = memchr(p, '\n', (size_t)(end - p));
         bool has_nl = le != NULL;
         const char *next = le ? le + 1 : end;
         /* this line's own end: what it had, or the text's if it had none */
-        const char *lend = le ? (le > p && le[-1] == '\r' ? "\r\n" : "\n") : eol;
+        const char *lend = le ? (le > p && le[-1] == '\r' ? "\r\n" : "\n") : e.eol;
         le = le ? le : end;
         if (line_key(p, le, "parentCID")) {
-            add_cid(&b, parent_cid, lend);
+            emit_cid(&e, lend, next);
         } else if (line_key(p, le, "parentFileNameHint")) {
             if (hint)
-                add_hint(&b, hint, lend);
+                add_hint(&e.b, hint, lend);
         } else {
-            sb_addf(&b, "%.*s", (int)(next - p), p);
+            sb_addf(&e.b, "%.*s", (int)(next - p), p);
             if (!has_nl)
-                sb_adds(&b, eol);   /* the last line had no line end */
-            if (!cid_done && line_key(p, le, "CID")) {
-                add_cid(&b, parent_cid, eol);
-                cid_done = true;
-            }
-            if (!hint_done && cid_done && line_key(p, le, "createType")) {
-                add_hint(&b, hint, eol);
-                hint_done = true;
-            }
-        }
-        if (!hint_done && cid_done && line_key(p, le, "parentCID")) {
-            /* no createType after the parent's CID: the hint follows it */
-            bool ct_later = false;
-            for (const char *q = next; q < end && !ct_later;) {
-                const char *qe = memchr(q, '\n', (size_t)(end - q));
-                qe = qe ? qe : end;
-                ct_later = line_key(q, qe, "createType");
-                q = qe + 1;
-            }
-            if (!ct_later) {
-                add_hint(&b, hint, eol);
-                hint_done = true;
+                sb_adds(&e.b, e.eol);   /* the last line had no line end */
+            if (!e.cid_done && !have_cid_line && line_key(p, le, "CID"))
+                emit_cid(&e, e.eol, next);
+            else if (!e.hint_done && e.cid_done && line_key(p, le, "createType")) {
+                add_hint(&e.b, hint, e.eol);
+                e.hint_done = true;
             }
         }
         p = next;
     }
-    if (!cid_done)
-        add_cid(&b, parent_cid, eol);
-    if (!hint_done)
-        add_hint(&b, hint, eol);
-    size_t n = b.len;
-    char *s = sb_take(&b);
+    size_t n = e.b.len;
+    char *s = sb_take(&e.b);
     if (!s)
         return -ENOMEM;
     *out = s;

@@ -67,6 +67,25 @@ clean s.vmdk "split -b ''"
 qcompare s.vmdk before.raw
 yal_top s.vmdk before.raw
 
+# three extent files (4.5 GiB): grains for ranges that cross from one
+# extent into the next
+qemu-img create -q -f vmdk m1.vmdk 4608M
+qemu-io -f vmdk -c 'write -P 7 2047M 2M' -c 'write -P 8 4600M 1M' m1.vmdk >/dev/null
+qemu-img create -q -f vmdk m2.vmdk 4608M
+qemu-io -f vmdk -c 'write -P 9 4095M 2M' m2.vmdk >/dev/null
+qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse -b m1.vmdk -F vmdk m.vmdk
+qemu-io -f vmdk -c 'write -P 5 2048M 64k' m.vmdk >/dev/null
+[ -e m-s003.vmdk ] || fail "qemu-img made fewer than three extents"
+qemu-img convert -O raw m.vmdk before.raw
+ok "$DISKIMG" rebase -b m2.vmdk -F vmdk m.vmdk
+qcompare m.vmdk before.raw
+[ "$(qemu-img map --output=json m.vmdk | grep -c '"depth": 0, "present": true')" -ge 4 ] ||
+    fail "three extents: the grains were not written into the extents"
+ok "$DISKIMG" rebase -b "" m.vmdk
+qcompare m.vmdk before.raw
+clean m.vmdk "three extents"
+rm -f before.raw m*.vmdk
+
 # CRLF lines stay CRLF, and the result still reads
 split c.vmdk
 sed -i 's/$/\r/' c.vmdk

@@ -1,5 +1,6 @@
 /* diskimg rebase: give an image another backing file (qemu-img rebase's
- * options, messages and exit status).  Safe mode first writes into the
+ * options, messages and exit status), qcow2 and VMDK images (which
+ * qemu-img 7.2 refuses).  Safe mode first writes into the
  * image what the old chain and the new backing file show differently
  * (rebase_copy), then changes the header; -u changes the header only. */
 #include <errno.h>
@@ -19,19 +20,19 @@
 static const char help_text[] =
     "Usage: diskimg rebase [-f FMT] [-u] [-c] [-p] [-q] [-t CACHE] [-T CACHE] -b BACKING\n"
     "                      [-F BACKING_FMT] IMG\n"
-    "Make BACKING the backing file of IMG (qcow2).  Safe mode (the default): every\n"
-    "range IMG does not allocate where its old backing chain and BACKING differ is\n"
-    "first written into IMG, so that its content stays the same; then the header\n"
-    "names BACKING.  -b \"\" makes IMG standalone (everything it reads from its\n"
-    "backing chain is copied in).\n"
+    "Make BACKING the backing file of IMG (qcow2, vmdk).  Safe mode (the default):\n"
+    "every range IMG does not allocate where its old backing chain and BACKING\n"
+    "differ is first written into IMG, so that its content stays the same; then\n"
+    "the header names BACKING.  -b \"\" makes IMG standalone (everything it reads\n"
+    "from its backing chain is copied in).\n"
     "\n"
     "  -b, --backing BACKING  the new backing file (relative to IMG's folder), or \"\"\n"
-    "  -F, --backing-format FMT  its format (raw, qcow2, vmdk); required with a\n"
-    "                      backing file\n"
+    "  -F, --backing-format FMT  its format (raw, qcow2, vmdk; a vmdk's parent is\n"
+    "                      vmdk); required with a backing file\n"
     "  -f, --format FMT    IMG's format (default: probe)\n"
     "  -u, --backing-unsafe  unsafe: change the header only (BACKING need not exist)\n"
     "  -c, --compress      write the copied clusters compressed (where that shrinks\n"
-    "                      them; as qemu-img 8.2's rebase -c)\n"
+    "                      them; as qemu-img 8.2's rebase -c; qcow2 only)\n"
     "  -p, --progress      show progress\n"
     "  -q, --quiet         quiet\n"
     "  -t, --cache CACHE, -T, --backing-cache CACHE\n"
@@ -42,6 +43,11 @@ static const char help_text[] =
     "The new backing file obeys the reference rule: inside IMG's folder unless\n"
     "--allow-external.  The header is changed in one write; a safe rebase that\n"
     "stops midway leaves IMG with its old backing file and its content unchanged.\n"
+    "VMDK: the descriptor's parentFileNameHint and parentCID (BACKING's CID: it\n"
+    "must exist, also with -u) change, nothing else; a descriptor file is replaced\n"
+    "through a temporary file, an embedded one rewritten in one write, after the\n"
+    "grains of a safe rebase (monolithicSparse, twoGbMaxExtentSparse,\n"
+    "monolithicFlat; not streamOptimized).\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
@@ -104,11 +110,17 @@ static int safe_copy(const char *filename, const struct bd_open_opts *base, cons
                  "backing file too, and only the current content is kept as it was",
                  filename);
     jv_free(info);
-    if (!img->drv->create || !(img->drv->caps & BD_CAP_INPLACE) || !img->drv->set_backing) {
+    /* (a driver that can name another backing file can write the ranges
+     * its image leaves to it: create() with fill_unallocated) */
+    if (!img->drv->create || !img->drv->set_backing) {
         r = diag_fail(d, -ENOTSUP, filename, -1, "Could not change the backing file to "
                       "'%s': Operation not supported (%s images)", name, img->drv->name);
         goto out;
     }
+    /* what the header change would refuse, refused before anything is copied */
+    if (img->drv->check_backing &&
+        (r = img->drv->check_backing(img, *name ? name : NULL, *name ? fmt : NULL)) < 0)
+        goto out;
     if (*name && (r = bd_open_ref(img, name, fmt, &nb)) < 0) {
         cli_report(d);
         cli_error("Could not open new backing file '%s'", name);
@@ -119,6 +131,7 @@ static int safe_copy(const char *filename, const struct bd_open_opts *base, cons
     if ((r = bfile_open(&f, filename, BFILE_O_RDWR, d)) < 0)
         goto out;
     struct bd_create_opts co = { .size = img->size, .durable = true, .existing = true,
+                                 .fill_unallocated = true,
                                  .compress = compress, .allow_external = oo.allow_external };
     if ((r = img->drv->create(&out, f, &co, d)) < 0)
         goto out;

@@ -95,6 +95,9 @@ struct bd_create_opts {
                                   names, backing file included (fuzzing) */
     bool allow_external;       /* existing target: its references may leave
                                   its folder (--allow-external) */
+    bool fill_unallocated;     /* existing target: only ranges it leaves to
+                                  its backing file are written (rebase), so
+                                  a driver without convert -n may take it */
     struct ioq *ioq;           /* write queue, or NULL for plain writes */
     /* Further files of the image (VMDK extents): create `path` (beside the
      * output) under a temporary name that the caller renames with the
@@ -297,6 +300,9 @@ struct bd_driver {
      * (NULL: none recorded) in an image opened for writing; the header
      * only, in one write, synced (rebase -u; safe rebase copies first). */
     int (*set_backing)(struct bd *bd, const char *name, const char *fmt);
+    /* Optional: the refusals of set_backing() alone, nothing written (a
+     * safe rebase asks before it copies anything). */
+    int (*check_backing)(struct bd *bd, const char *name, const char *fmt);
 
     /* Optional: make an image opened for writing hold nothing, so that it
      * reads everything from its backing file (qemu-img commit empties the

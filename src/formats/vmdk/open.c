@@ -90,7 +90,8 @@ static int extent_file(struct vmdk *v, const char *ref, struct bfile **out)
             return diag_fail(v->bd.diag, -ENOMEM, v->bd.filename, -1, "out of memory");
         v->files = n;
     }
-    int r = bd_open_ref_file(&v->bd, ref, false, out);
+    /* (writable: rebase writes grains into the extents) */
+    int r = bd_open_ref_file(&v->bd, ref, v->bd.opts.writable, out);
     if (r < 0)
         return r;
     v->files[v->n_files++] = *out;
@@ -578,4 +579,7 @@ const struct bd_driver bd_vmdk = {
     .describe_create = vmdkw_describe_create,
     .create = vmdkw_create,
     .compress = vmdkw_compress,
+    /* rebase: the descriptor names another parent (set_backing.c) */
+    .set_backing = vmdk_set_backing,
+    .check_backing = vmdk_check_backing,
 };

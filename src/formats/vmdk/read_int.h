@@ -184,6 +184,24 @@ int vmdk_stream_block_status(struct vmdk *v, uint64_t off, uint64_t len,
 int vmdk_stream_pread(struct vmdk *v, uint8_t *buf, size_t len, uint64_t off);
 void vmdk_stream_free(struct vmdk *v);
 
+/* desc_edit.c: the descriptor text [text, text+len) (up to its first NUL)
+ * with parentCID = parent_cid and parentFileNameHint = hint (no hint line
+ * when NULL); *out is malloc'd, *out_len its length.  -EINVAL for a hint
+ * that cannot be written (vmdk_hint_ok), -ENOMEM. */
+#define VMDK_MAX_HINT 4096
+bool vmdk_hint_ok(const char *name);
+int vmdk_desc_set_parent(const char *text, size_t len, const char *hint, uint32_t parent_cid,
+                         char **out, size_t *out_len);
+
+/* set_backing.c: the driver's set_backing and check_backing (rebase). */
+int vmdk_set_backing(struct bd *bd, const char *name, const char *fmt);
+int vmdk_check_backing(struct bd *bd, const char *name, const char *fmt);
+
+/* inplace.c: create() with opts->existing: grains written into the image
+ * in `f` (rebase's safe mode). */
+int vmdk_inplace_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
+                        struct diag *d);
+
 /* True if reads of `f` must go forward (a pipe, or a slice of one). */
 bool vmdk_file_is_stream(const struct bfile *f);
 

@@ -2,6 +2,7 @@
  * subformat's writer (write_sparse.c, write_stream.c). */
 #include <errno.h>
 
+#include "formats/vmdk/read_int.h"
 #include "formats/vmdk/write_priv.h"
 #include "io/bfile.h"
 #include "util/diag.h"
@@ -14,6 +15,10 @@ int vmdkw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *
     int r;
 
     *out = NULL;
+    /* a safe rebase fills what the image leaves to its parent; convert -n
+     * and commit would overwrite data, which needs more than that */
+    if (o->existing && o->fill_unallocated)
+        return vmdk_inplace_create(out, f, o, d);
     if (o->existing)
         return diag_fail(d, -ENOTSUP, f->path, -1,
                          "writing into an existing vmdk image (-n) is not supported");

@@ -15,7 +15,7 @@ expect_error "invalid size '12Q'" "$DISKIMG" convert -S 12Q "$T/a.raw" "$T/b.raw
 expect_error "multiples of 512" "$DISKIMG" convert -S 100 "$T/a.raw" "$T/b.raw"
 expect_error "multiples of 512" "$DISKIMG" convert -S 32M "$T/a.raw" "$T/b.raw"
 expect_error "-m must be" "$DISKIMG" convert -m 0 "$T/a.raw" "$T/b.raw"
-expect_error "invalid cache mode" "$DISKIMG" convert -t sometimes "$T/a.raw" "$T/b.raw"
+expect_error "Invalid cache option: sometimes" "$DISKIMG" convert -t sometimes "$T/a.raw" "$T/b.raw"
 expect_error "unknown output format 'qed'" "$DISKIMG" convert -O qed "$T/a.raw" "$T/b.raw"
 expect_error "unknown format 'nope'" "$DISKIMG" convert -f nope "$T/a.raw" "$T/b.raw"
 expect_error "invalid option 'bogus'" "$DISKIMG" convert -o bogus=1 "$T/a.raw" "$T/b.raw"

@@ -107,7 +107,7 @@ grep -q "missing.raw: cannot open: no such file" "$T/err" || fail "missing image
 rc=0; "$DISKIMG" compare -F nope "$T/a.raw" "$T/a.raw" > /dev/null 2> "$T/err" || rc=$?
 [ $rc = 2 ] && grep -q "unknown format 'nope'" "$T/err" || fail "unknown format: exit $rc $(cat "$T/err")"
 rc=0; "$DISKIMG" compare -T sometimes "$T/a.raw" "$T/a.raw" > /dev/null 2> "$T/err" || rc=$?
-[ $rc = 2 ] && grep -q "invalid source cache mode 'sometimes'" "$T/err" || fail "bad -T: exit $rc"
+[ $rc = 2 ] && grep -q "Invalid source cache option: sometimes" "$T/err" || fail "bad -T: exit $rc"
 # (reads 1-4 are the probes: the first 64 KiB and the last sector of each image)
 rc=0; DISKIMG_FAULT=read:5:EIO "$DISKIMG" compare "$T/a.raw" "$T/dense.raw" > "$T/out" 2> "$T/err" || rc=$?
 [ $rc = 4 ] || fail "read error: exit $rc"

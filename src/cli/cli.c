@@ -131,6 +131,20 @@ int cli_output_format(const char *cmd, const char *s)
     return -1;
 }
 
+const char *cli_cache_mode(const char *mode, bool source)
+{
+    static const char *const modes[] = { "none", "writeback", "writethrough", "directsync",
+                                         "unsafe" };
+
+    if (!strcmp(mode, "off"))
+        return "none";
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+        if (!strcmp(mode, modes[i]))
+            return modes[i];
+    cli_error("Invalid %scache option: %s", source ? "source " : "", mode);
+    return NULL;
+}
+
 int cli_help(const char *text)
 {
     fputs(text, stdout);

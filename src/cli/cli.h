@@ -43,6 +43,12 @@ bool cli_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
 /* --output=human|json: 0 human, 1 json, -1 invalid (error printed). */
 int cli_output_format(const char *cmd, const char *s);
 
+/* A cache mode of -t (source false) or -T (source true) as qemu-img takes
+ * them: none (or off), writeback, writethrough, directsync, unsafe.  The
+ * canonical name ("off" is "none"), or NULL with qemu-img's message
+ * ("Invalid cache option: X", "Invalid source cache option: X") printed. */
+const char *cli_cache_mode(const char *mode, bool source);
+
 /* Print `text` (a command's help) to stdout; returns 0. */
 int cli_help(const char *text);
 

@@ -16,7 +16,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
 #include "io/bfile.h"
+#include "object_opt.h"
 #include "progress.h"
 #include "util/diag.h"
 #include "util/kvopts.h"
@@ -36,10 +38,12 @@ static const char help_text[] =
     "  -f, --format FMT    image format (default: probe)\n"
     "  -p, --progress      show progress\n"
     "  -q, --quiet         quiet\n"
-    "  -t, --cache CACHE   accepted for compatibility\n"
+    "  -t, --cache CACHE   cache mode (none, writeback, writethrough, directsync,\n"
+    "                      unsafe): checked, then unused (every change is synced)\n"
     "  --force             accepted for compatibility (encryption only)\n"
-    "  --object OBJ        accepted for compatibility (encryption only)\n"
-    "  --image-opts        IMG is an option list: driver=FMT,file.filename=PATH\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
     "  --allow-external    a new data file name may leave the image's folder\n"
     "\n"
     "Everything asked is checked before anything is written.  Each change is\n"
@@ -85,12 +89,12 @@ static const char *const create_only[] = {
     "cluster_size", "extended_l2", "preallocation", "compression_type",
 };
 
-enum { OPT_OBJECT = 256, OPT_IMAGE_OPTS, OPT_FORCE, OPT_ALLOW_EXTERNAL, OPT_HELP };
+enum { OPT_FORCE = 256, OPT_ALLOW_EXTERNAL, OPT_HELP };
 
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
-    { "object", required_argument, NULL, OPT_OBJECT },
-    { "image-opts", no_argument, NULL, OPT_IMAGE_OPTS },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { "force", no_argument, NULL, OPT_FORCE },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
     /* qemu-img 10's long names of the short options */
@@ -218,31 +222,6 @@ static int read_options(struct kvopts *o, struct bd_amend *a)
     return 0;
 }
 
-/* --image-opts: "driver=FMT,file.filename=PATH" (or filename=PATH) */
-static int image_opts(const char *s, const char **path, const char **fmt, struct kvopts *o)
-{
-    char err[256];
-
-    if (kvopts_parse(o, s, err, sizeof(err)) < 0) {
-        cli_error("%s", err);
-        return -1;
-    }
-    *fmt = kvopts_get(o, "driver");
-    const char *f = kvopts_get(o, "file.filename");
-    *path = f ? f : kvopts_get(o, "filename");
-    const char *bad = kvopts_unused(o);
-    if (bad) {
-        cli_error("Invalid parameter '%s' in --image-opts (driver and file.filename only)",
-                  bad);
-        return -1;
-    }
-    if (!*path) {
-        cli_error("--image-opts needs file.filename=PATH");
-        return -1;
-    }
-    return 0;
-}
-
 static int resize(const char *filename, const struct bd_open_opts *base, uint64_t size,
                   struct diag *d)
 {
@@ -281,13 +260,14 @@ static int amend(const char *filename, const struct bd_open_opts *base, struct b
 int cmd_amend(int argc, char **argv)
 {
     struct bd_open_opts oo = { 0 };
-    struct kvopts o = { 0 }, io = { 0 };
+    struct kvopts o = { 0 };
+    struct cli_image im = { 0 };
     const char *cache = NULL;
     bool quiet = false, progress = false, iopts = false, have_o = false;
     struct bd *bd = NULL;
     struct diag d;
     char err[256];
-    int c, rc = 1;
+    int c, r, rc = 1;
 
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
@@ -306,8 +286,14 @@ int cmd_amend(int argc, char **argv)
         case 't': cache = optarg; break;
         case 'p': progress = true; break;
         case 'q': quiet = true; break;
-        case OPT_OBJECT: case OPT_FORCE: break;
-        case OPT_IMAGE_OPTS: iopts = true; break;
+        case OPT_FORCE: break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0) {
+                rc = r < 0 ? 0 : 1;
+                goto out;
+            }
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
         default:
             kvopts_free(&o);
@@ -320,12 +306,8 @@ int cmd_amend(int argc, char **argv)
     }
     if (quiet)
         progress = false;
-    if (cache && strcmp(cache, "none") && strcmp(cache, "writeback") &&
-        strcmp(cache, "writethrough") && strcmp(cache, "directsync") &&
-        strcmp(cache, "unsafe")) {
-        cli_error("Invalid cache option: %s", cache);
+    if (cache && !cli_cache_mode(cache, false))
         goto out;
-    }
     if (optind == argc && wants_help(&o) && oo.format) {
         const struct bd_driver *drv = bd_find_driver(oo.format);
         if (drv && drv->amend) {
@@ -342,9 +324,10 @@ int cmd_amend(int argc, char **argv)
         cli_error("Expecting one image file name");
         goto out;
     }
-    const char *filename = argv[optind];
-    if (iopts && image_opts(filename, &filename, &oo.format, &io) < 0)
+    if (cli_image_arg(&im, argv[optind], iopts, oo.format))
         goto out;
+    const char *filename = im.path;
+    oo.format = im.format;
 
     diag_init(&d);
     oo.no_backing = true;
@@ -379,7 +362,7 @@ int cmd_amend(int argc, char **argv)
     progress_update(&prog, 0, 2);
     /* with a size, everything is checked before the first of the steps */
     a.check_only = true;
-    int r = a.size ? amend(filename, &oo, &a, &resize_first, &d) : 0;
+    r = a.size ? amend(filename, &oo, &a, &resize_first, &d) : 0;
     a.check_only = false;
     if (r == 0 && a.size && resize_first)
         r = resize(filename, &oo, a.size, &d);
@@ -399,6 +382,6 @@ int cmd_amend(int argc, char **argv)
 out:
     bd_close(bd);
     kvopts_free(&o);
-    kvopts_free(&io);
+    cli_image_free(&im);
     return rc;
 }

@@ -10,13 +10,16 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
+#include "object_opt.h"
 #include "util/diag.h"
 #include "util/size.h"
 
 static const char help_text[] =
     "Usage: diskimg bitmap (--merge SOURCE | --add | --remove | --clear | --enable |\n"
     "                       --disable)... [-b SOURCE_FILE [-F SOURCE_FMT]]\n"
-    "                      [-g GRANULARITY] [-f FMT] FILENAME BITMAP\n"
+    "                      [-g GRANULARITY] [--object OBJ] [--image-opts | -f FMT]\n"
+    "                      FILENAME BITMAP\n"
     "Change the persistent dirty bitmap BITMAP of a qcow2 image, in place.  The\n"
     "operations run in the order given; when one fails, those before it are kept\n"
     "(as with qemu-img).\n"
@@ -34,6 +37,10 @@ static const char help_text[] =
     "  -b, --source-file FILE  the image holding the --merge source (qcow2)\n"
     "  -F, --source-format FMT  its format (default: probe)\n"
     "  -f, --format FMT    format of FILENAME (default: probe)\n"
+    "  --image-opts        FILENAME is an option string:\n"
+    "                      driver=FMT,file.filename=PATH\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "  --allow-external    accepted for symmetry (no backing file is opened)\n"
     "\n"
     "Changes are crash-safe: the new bitmap tables, directory and refcounts are\n"
@@ -46,7 +53,7 @@ static const char help_text[] =
 
 enum {
     OPT_HELP = 256, OPT_ADD, OPT_REMOVE, OPT_CLEAR, OPT_ENABLE, OPT_DISABLE, OPT_MERGE,
-    OPT_ALLOW_EXTERNAL, OPT_OBJECT, OPT_IMAGE_OPTS,
+    OPT_ALLOW_EXTERNAL,
 };
 
 static const struct option long_opts[] = {
@@ -58,8 +65,8 @@ static const struct option long_opts[] = {
     { "disable", no_argument, NULL, OPT_DISABLE },
     { "merge", required_argument, NULL, OPT_MERGE },
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
-    { "object", required_argument, NULL, OPT_OBJECT },
-    { "image-opts", no_argument, NULL, OPT_IMAGE_OPTS },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     /* qemu-img 10's long names of the short options */
     { "granularity", required_argument, NULL, 'g' },
     { "source-file", required_argument, NULL, 'b' },
@@ -100,7 +107,8 @@ int cmd_bitmap(int argc, char **argv)
     struct bd_bitmap_op *ops = calloc((size_t)argc + 1, sizeof(*ops));
     const char *src_file = NULL, *gran = NULL;
     uint64_t granularity = 0;
-    bool add = false, merge = false;
+    bool add = false, merge = false, iopts = false;
+    struct cli_image im = { 0 };
     size_t n = 0;
     int c, rc = 1;
     struct bd *bd = NULL, *sbd = NULL;
@@ -133,12 +141,15 @@ int cmd_bitmap(int argc, char **argv)
             merge = true;
             break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
-        case OPT_OBJECT:
-            cli_error("--object is not supported (no encrypted images)");
-            goto out;
-        case OPT_IMAGE_OPTS:
-            cli_error("--image-opts is not supported; give a file name and -f");
-            goto out;
+        case CLI_OPT_OBJECT: {
+            int r = cli_object(optarg);
+            if (r) {
+                rc = r < 0 ? 0 : 1;
+                goto out;
+            }
+            break;
+        }
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             rc = cli_usage_error("bitmap", "invalid option");
             goto out;
@@ -171,7 +182,10 @@ int cmd_bitmap(int argc, char **argv)
         cli_error("-F only supported with -b");
         goto out;
     }
-    const char *filename = argv[optind], *name = argv[optind + 1];
+    if (cli_image_arg(&im, argv[optind], iopts, oo.format))
+        goto out;
+    const char *filename = im.path, *name = argv[optind + 1];
+    oo.format = im.format;
 
     diag_init(&d);
     diag_init(&sd);
@@ -209,6 +223,7 @@ int cmd_bitmap(int argc, char **argv)
 out:
     bd_close(sbd);
     bd_close(bd);
+    cli_image_free(&im);
     free(ops);
     return rc;
 }

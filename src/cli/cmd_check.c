@@ -13,11 +13,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
+#include "object_opt.h"
 #include "util/diag.h"
 #include "util/jval.h"
 
 static const char help_text[] =
-    "Usage: diskimg check [-f FMT] [--output=human|json] [-q] [-r leaks|all] [-U]\n"
+    "Usage: diskimg check [--object OBJ] [--image-opts] [-q] [-f FMT]\n"
+    "                     [--output=human|json] [-r leaks|all] [-T CACHE] [-U]\n"
     "                     [--allow-external] IMG\n"
     "Verify the metadata of an image (qcow2: every refcount, table and flag;\n"
     "vmdk: every grain inside its file and clear of the metadata; vpc: the footer,\n"
@@ -28,6 +31,12 @@ static const char help_text[] =
     "  --output=FMT      human (default) or json, with qemu-img's field names\n"
     "  -q, --quiet       quiet: no summary\n"
     "  -U, --force-share accepted for compatibility\n"
+    "  -T CACHE          source cache mode (none, writeback, writethrough, directsync,\n"
+    "                    unsafe): checked, then unused\n"
+    "  --image-opts      IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "                    (or driver=file,filename=PATH for the file as raw)\n"
+    "  --object OBJ      checked as qemu-img checks it, then unused (diskimg reads no\n"
+    "                    encrypted images)\n"
     "  --allow-external  follow backing/data file references outside the image's folder\n"
     "  -r, --repair leaks|all\n"
     "                    repair (qcow2): leaks = lower refcounts that are too high;\n"
@@ -115,17 +124,21 @@ int cmd_check(int argc, char **argv)
         { "format", required_argument, NULL, 'f' },
         { "quiet", no_argument, NULL, 'q' },
         { "force-share", no_argument, NULL, 'U' },
+        { "object", required_argument, NULL, CLI_OPT_OBJECT },
+        { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
         { NULL, 0, NULL, 0 },
     };
     struct bd_open_opts o = { 0 };
     struct bd_check_result res;
     struct diag d;
     struct bd *bd;
+    const char *cache = NULL;
+    bool iopts = false;
     int opt, json = 0, quiet = 0, r;
     unsigned fix = 0;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "hf:qr:U", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "hf:qr:T:U", longopts, NULL)) != -1) {
         switch (opt) {
         case 'h':
             return cli_help(help_text);
@@ -144,6 +157,16 @@ int cmd_check(int argc, char **argv)
         case 'x':
             o.allow_external = true;
             break;
+        case 'T':
+            cache = optarg;
+            break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : 1;
+            break;
+        case CLI_OPT_IMAGE_OPTS:
+            iopts = true;
+            break;
         case 'r':
             if (!strcmp(optarg, "leaks"))
                 fix = BD_CHECK_FIX_LEAKS;
@@ -160,14 +183,23 @@ int cmd_check(int argc, char **argv)
     if (optind != argc - 1)
         return cli_usage_error("check", optind >= argc ? "no image given"
                                                        : "too many arguments");
+    /* the JSON form's "filename" is the argument, an option string too */
     const char *filename = argv[optind];
+    if (cache && !cli_cache_mode(cache, true))
+        return 1;
+    struct cli_image im;
+    if (cli_image_arg(&im, filename, iopts, o.format))
+        return 1;
+    o.format = im.format;
 
     diag_init(&d);
     d.warn = print_problem;
     /* the check looks at this image's own metadata only */
     o.no_backing = true;
     o.writable = fix != 0;
-    if (bd_open(&bd, filename, &o, &d) < 0) {
+    r = bd_open(&bd, im.path, &o, &d);
+    cli_image_free(&im);
+    if (r < 0) {
         cli_report(&d);
         return 1;
     }

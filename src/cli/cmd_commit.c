@@ -10,13 +10,15 @@
 #include "commands.h"
 #include "commit.h"
 #include "formats/bd.h"
+#include "image_opts.h"
+#include "object_opt.h"
 #include "progress.h"
 #include "util/diag.h"
 #include "util/size.h"
 
 static const char help_text[] =
-    "Usage: diskimg commit [-q] [-f FMT] [-t CACHE] [-b BASE] [-r RATE_LIMIT] [-d] [-p]\n"
-    "                      IMG\n"
+    "Usage: diskimg commit [--object OBJ] [--image-opts] [-q] [-f FMT] [-t CACHE]\n"
+    "                      [-b BASE] [-r RATE_LIMIT] [-d] [-p] IMG\n"
     "Write what IMG holds into its backing file, then empty IMG (it reads through to\n"
     "the backing file again).  With -b, everything the images above BASE hold is\n"
     "written into BASE, a deeper image of IMG's backing chain, and IMG is kept.\n"
@@ -35,6 +37,9 @@ static const char help_text[] =
     "                      writethrough, directsync, unsafe); the base is always\n"
     "                      synced before IMG is emptied\n"
     "  --allow-external    the backing chain may leave each image's folder\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "\n"
     "The base stays consistent throughout: a commit that fails or is killed\n"
     "leaves it holding part of IMG's content (qemu-img check clean), and IMG is\n"
@@ -56,28 +61,21 @@ static const struct option long_opts[] = {
     { "drop", no_argument, NULL, 'd' },     /* accepted as well */
     { "progress", no_argument, NULL, 'p' },
     { "quiet", no_argument, NULL, 'q' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
-
-static bool cache_mode_ok(const char *s)
-{
-    static const char *const modes[] = { "none", "off", "writeback", "writethrough",
-                                         "directsync", "unsafe" };
-    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-        if (!strcmp(s, modes[i]))
-            return true;
-    return false;
-}
 
 int cmd_commit(int argc, char **argv)
 {
     struct commit_opts o = { 0 };
-    bool quiet = false, progress = false;
+    bool quiet = false, progress = false, iopts = false;
     const char *cache = NULL;
+    struct cli_image im;
     struct commit_result res;
     struct progress prog;
     struct diag d;
-    int c;
+    int c, r;
 
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
@@ -104,26 +102,33 @@ int cmd_commit(int argc, char **argv)
         case 'p': progress = true; break;
         case 'q': quiet = true; break;
         case OPT_ALLOW_EXTERNAL: o.allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : 1;
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             return cli_usage_error("commit", "invalid option");
         }
     }
     if (optind != argc - 1)
         return cli_usage_error("commit", "Expecting one image file name");
-    if (cache && !cache_mode_ok(cache)) {
-        cli_error("Invalid cache option: %s", cache);
+    if (cache && !cli_cache_mode(cache, false))
         return 1;
-    }
     if (o.format && !bd_find_driver(o.format)) {
         cli_error("Could not open '%s': Unknown driver '%s'", argv[optind], o.format);
         return 1;
     }
-    o.filename = argv[optind];
+    if (cli_image_arg(&im, argv[optind], iopts, o.format))
+        return 1;
+    o.filename = im.path;
+    o.format = im.format;
     progress_init(&prog, progress && !quiet ? PROGRESS_BAR : PROGRESS_NONE, stderr);
     o.progress = progress_update;
     o.progress_opaque = &prog;
     diag_init(&d);
-    int r = commit_image(&o, &d, &res);
+    r = commit_image(&o, &d, &res);
+    cli_image_free(&im);
     progress_finish(&prog, r == 0);
     if (r < 0) {
         cli_report(&d);

@@ -10,12 +10,15 @@
 #include "commands.h"
 #include "compare.h"
 #include "formats/bd.h"
+#include "image_opts.h"
 #include "io/bfile.h"
+#include "object_opt.h"
 #include "progress.h"
 #include "util/diag.h"
 
 static const char help_text[] =
-    "Usage: diskimg compare [OPTIONS] IMG1 IMG2\n"
+    "Usage: diskimg compare [--object OBJ] [--image-opts] [-f FMT] [-F FMT] [-T CACHE]\n"
+    "                       [-p] [-q] [-s] [-U] IMG1 IMG2\n"
     "Check whether IMG1 and IMG2 show the same guest content, whatever their\n"
     "formats and allocation.  Images of different sizes are identical when the\n"
     "larger one reads as zeros past the end of the smaller one (unless -s).\n"
@@ -30,8 +33,13 @@ static const char help_text[] =
     "  -p, --progress    show progress on the terminal\n"
     "  --progress=json   progress as JSON lines on stderr: {\"done\",\"total\",\"elapsed\"}\n"
     "  -q, --quiet       print nothing, the exit status tells\n"
-    "  -T, --cache CACHE source cache mode (accepted for compatibility)\n"
+    "  -T, --cache CACHE source cache mode (none, writeback, writethrough,\n"
+    "                    directsync, unsafe): checked, then unused\n"
     "  -U, --force-share accepted for compatibility\n"
+    "  --image-opts      IMG1 and IMG2 are option strings:\n"
+    "                    driver=FMT,file.filename=PATH (or driver=file,filename=PATH)\n"
+    "  --object OBJ      checked as qemu-img checks it, then unused (diskimg reads no\n"
+    "                    encrypted images)\n"
     "  --allow-external  follow backing/extent/data files outside the images' folders\n"
     "\n"
     "Prints \"Images are identical.\" or \"Content mismatch at offset N!\" (N is the\n"
@@ -52,6 +60,8 @@ static const struct option long_opts[] = {
     { "b-format", required_argument, NULL, 'F' },
     { "strict", no_argument, NULL, 's' },
     { "cache", required_argument, NULL, 'T' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -63,22 +73,18 @@ enum {
     EXIT_READ = 4,
 };
 
-static bool valid_cache_mode(const char *m)
+static int open_image(struct bd **bd, const char *arg, bool image_opts, const char *fmt,
+                      bool allow_external, struct bd_open_opts *oo, struct diag *d)
 {
-    static const char *const modes[] = { "none", "writeback", "unsafe", "writethrough",
-                                         "directsync" };
-    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-        if (!strcmp(m, modes[i]))
-            return true;
-    return false;
-}
+    struct cli_image im;
 
-static int open_image(struct bd **bd, const char *path, const char *fmt, bool allow_external,
-                      struct bd_open_opts *oo, struct diag *d)
-{
-    oo->format = fmt;
+    if (cli_image_arg(&im, arg, image_opts, fmt))
+        return -1;
+    oo->format = im.format;
     oo->allow_external = allow_external;
-    if (bd_open(bd, path, oo, d) < 0) {
+    int r = bd_open(bd, im.path, oo, d);
+    cli_image_free(&im);
+    if (r < 0) {
         cli_report(d);
         return -1;
     }
@@ -88,10 +94,10 @@ static int open_image(struct bd **bd, const char *path, const char *fmt, bool al
 int cmd_compare(int argc, char **argv)
 {
     const char *fmt1 = NULL, *fmt2 = NULL;
-    bool quiet = false, allow_external = false;
+    bool quiet = false, allow_external = false, iopts = false;
     enum progress_mode pmode = PROGRESS_NONE;
     struct compare_opts co;
-    int c;
+    int c, r;
 
     compare_opts_default(&co);
     optind = 1;
@@ -103,10 +109,8 @@ int cmd_compare(int argc, char **argv)
         case 'f': fmt1 = optarg; break;
         case 'F': fmt2 = optarg; break;
         case 'T':
-            if (!valid_cache_mode(optarg)) {
-                cli_error("invalid source cache mode '%s'", optarg);
+            if (!cli_cache_mode(optarg, true))
                 return EXIT_OPEN; /* as qemu-img */
-            }
             break;
         case 's': co.strict = true; break;
         case 'p': if (pmode == PROGRESS_NONE) pmode = PROGRESS_BAR; break;
@@ -125,6 +129,11 @@ int cmd_compare(int argc, char **argv)
                 return cli_usage_error("compare", "--progress must be bar, json or none");
             break;
         case OPT_ALLOW_EXTERNAL: allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : EXIT_OPEN;   /* as qemu-img */
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             return cli_usage_error("compare", "bad option");
         }
@@ -140,9 +149,9 @@ int cmd_compare(int argc, char **argv)
     struct bd *a = NULL, *b = NULL;
     diag_init(&d);
     cli_warnings_on(&d, &quiet);
-    if (open_image(&a, name1, fmt1, allow_external, &oo1, &d) < 0)
+    if (open_image(&a, name1, iopts, fmt1, allow_external, &oo1, &d) < 0)
         return EXIT_OPEN;
-    if (open_image(&b, name2, fmt2, allow_external, &oo2, &d) < 0) {
+    if (open_image(&b, name2, iopts, fmt2, allow_external, &oo2, &d) < 0) {
         bd_close(a);
         return EXIT_OPEN;
     }
@@ -164,7 +173,7 @@ int cmd_compare(int argc, char **argv)
     progress_init(&prog, pmode, stderr);
     co.progress = progress_update;
     co.progress_opaque = &prog;
-    int r = compare_images(a, b, &co, &res);
+    r = compare_images(a, b, &co, &res);
     progress_finish(&prog, r == 0 && res.verdict == COMPARE_IDENTICAL);
 
     int rc;

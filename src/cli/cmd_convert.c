@@ -15,8 +15,10 @@
 #include "convert.h"
 #include "formats/bd.h"
 #include "formats/registry.h"
+#include "image_opts.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
+#include "object_opt.h"
 #include "outfile.h"
 #include "progress.h"
 #include "util/diag.h"
@@ -61,7 +63,9 @@ static const char help_text[] =
     "                    output cache mode: writeback (default: data is fsynced\n"
     "                    before the rename), unsafe (no fsync, like qemu-img's\n"
     "                    default), none (O_DIRECT), writethrough, directsync\n"
-    "  -T, --source-cache CACHE  source cache mode (accepted for compatibility)\n"
+    "                    (off is none)\n"
+    "  -T, --source-cache CACHE  source cache mode, the same names: checked, then\n"
+    "                    unused\n"
     "  -m, --parallel N  chunks of 1 MiB read ahead in parallel (1..64, default 8)\n"
     "  -W, --oob-writes  write chunks as they become ready (out of order)\n"
     "  --copy-offload=auto|off|required\n"
@@ -76,6 +80,12 @@ static const char help_text[] =
     "  --progress=json   progress as JSON lines on stderr: {\"done\",\"total\",\"elapsed\"}\n"
     "  -q, --quiet       quiet\n"
     "  -U, --force-share accepted for compatibility (diskimg takes no locks)\n"
+    "  --image-opts      each SRC is an option string: driver=FMT,file.filename=PATH\n"
+    "                    (or driver=file,filename=PATH for the file as raw)\n"
+    "  --target-image-opts  with -n: DST is such a string (its driver is the\n"
+    "                    output format; without one, DST's format is probed)\n"
+    "  --object OBJ      checked as qemu-img checks it, then unused (diskimg reads\n"
+    "                    no encrypted images)\n"
     "  --disk N          OVA source: convert its Nth disk (0 = first)\n"
     "  --allow-external  follow backing/extent/data files outside the image's folder\n"
     "  --ignore-parent-cid  vmdk: accept a parent whose CID does not match; vpc: a\n"
@@ -126,6 +136,9 @@ static const struct option long_opts[] = {
     { "parallel", required_argument, NULL, 'm' },
     { "oob-writes", no_argument, NULL, 'W' },
     { "force-share", no_argument, NULL, 'U' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
+    { "target-image-opts", no_argument, NULL, CLI_OPT_TARGET_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -140,6 +153,7 @@ struct args {
     bool compress, no_create, target_is_zero, out_of_order, quiet, verbose;
     bool allow_external, ignore_cid, salvage;
     bool bitmaps, skip_broken;
+    bool image_opts, target_image_opts;     /* SRC, DST are option strings */
     enum convert_offload offload;
     enum progress_mode progress;
     char **srcs;
@@ -225,6 +239,14 @@ static int parse_args(int argc, char **argv, struct args *a)
         case OPT_BITMAPS: a->bitmaps = true; break;
         case OPT_SKIP_BROKEN: a->skip_broken = true; break;
         case 'C': a->offload = CONVERT_OFFLOAD_REQUIRED; break;
+        case CLI_OPT_OBJECT: {
+            int r = cli_object(optarg);
+            if (r)
+                return r < 0 ? -1 : 1;
+            break;
+        }
+        case CLI_OPT_IMAGE_OPTS: a->image_opts = true; break;
+        case CLI_OPT_TARGET_IMAGE_OPTS: a->target_image_opts = true; break;
         case OPT_COPY_OFFLOAD:
             if (!strcmp(optarg, "auto"))
                 a->offload = CONVERT_OFFLOAD_AUTO;
@@ -268,24 +290,15 @@ static int parse_args(int argc, char **argv, struct args *a)
         return cli_usage_error("convert", "-F needs -B");
     if (a->quiet && a->progress == PROGRESS_BAR)
         a->progress = PROGRESS_NONE;
-    if (a->cache) {
-        static const char *const modes[] = { "none", "writeback", "unsafe", "writethrough",
-                                             "directsync" };
-        bool ok = false;
-        for (size_t i = 0; i < 5; i++)
-            ok |= !strcmp(a->cache, modes[i]);
-        if (!ok)
-            return cli_usage_error("convert", "invalid cache mode '%s'", a->cache);
+    if (a->target_image_opts && !a->no_create) {
+        cli_error("--target-image-opts requires use of -n flag");
+        return 1;
     }
-    if (a->src_cache) {
-        static const char *const modes[] = { "none", "writeback", "unsafe", "writethrough",
-                                             "directsync" };
-        bool ok = false;
-        for (size_t i = 0; i < 5; i++)
-            ok |= !strcmp(a->src_cache, modes[i]);
-        if (!ok)
-            return cli_usage_error("convert", "invalid source cache mode '%s'", a->src_cache);
-    }
+    /* qemu-img's names; "off" is "none" */
+    if (a->cache && !(a->cache = cli_cache_mode(a->cache, false)))
+        return 1;
+    if (a->src_cache && !(a->src_cache = cli_cache_mode(a->src_cache, true)))
+        return 1;
     return 0;
 }
 
@@ -434,6 +447,32 @@ static int copy_bitmaps(const struct args *a, struct bd *src, const char *path,
     return r;
 }
 
+/* --target-image-opts: DST becomes the file its string names and -O its
+ * driver; without a driver, the format the file probes as (qemu-img
+ * opens it so).  0, or 1 with the message printed. */
+static int target_image_opts(struct args *a, char **owned)
+{
+    const char *fmt;
+
+    if (cli_image_opts(a->dst, owned, &fmt))
+        return 1;
+    a->dst = *owned;
+    if (!fmt) {
+        struct diag pd;
+        struct bfile *pf = NULL;
+        const struct bd_driver *tdrv = NULL;
+        diag_init(&pd);
+        if (bfile_open(&pf, a->dst, 0, &pd) == 0 && bd_probe(pf, &tdrv, &pd) == 0 && tdrv)
+            fmt = tdrv->name;
+        bfile_close(pf);
+    }
+    if (fmt) {
+        a->out_fmt = fmt;
+        a->out_fmt_given = true;
+    }
+    return 0;
+}
+
 int cmd_convert(int argc, char **argv)
 {
     struct args a;
@@ -445,11 +484,16 @@ int cmd_convert(int argc, char **argv)
     struct progress prog;
     struct convert_stats st;
     bool have_of = false;
+    char *dst_owned = NULL;
     int r = parse_args(argc, argv, &a);
 
     if (r) {
         kvopts_free(&a.o);
         return r < 0 ? 0 : 1;
+    }
+    if (a.target_image_opts && target_image_opts(&a, &dst_owned)) {
+        kvopts_free(&a.o);
+        return 1;
     }
     diag_init(&d);
     diag_init(&src_d);
@@ -497,9 +541,15 @@ int cmd_convert(int argc, char **argv)
             cli_error("a stream (-) can only be the only source");
             goto fail;
         }
+        struct cli_image im;
+        if (cli_image_arg(&im, a.srcs[i], a.image_opts, a.src_fmt))
+            goto fail_quiet;
+        oo.format = im.format;
         /* with --salvage the sources report apart, so that their read errors
          * become warnings instead of the command's error */
-        if ((r = bd_open(&src[i], a.srcs[i], &oo, a.salvage ? &src_d : &d)) < 0) {
+        r = bd_open(&src[i], im.path, &oo, a.salvage ? &src_d : &d);
+        cli_image_free(&im);
+        if (r < 0) {
             if (!a.salvage)
                 goto fail;
             cli_report(&src_d);
@@ -678,6 +728,7 @@ int cmd_convert(int argc, char **argv)
         bd_close(src[i]);
     free(src);
     kvopts_free(&a.o);
+    free(dst_owned);
     return 0;
 
 fail:
@@ -696,5 +747,6 @@ fail_quiet:
     free(src);
 fail_args:
     kvopts_free(&a.o);
+    free(dst_owned);
     return 1;
 }

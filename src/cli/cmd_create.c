@@ -14,13 +14,15 @@
 #include "commands.h"
 #include "formats/bd.h"
 #include "io/bfile.h"
+#include "object_opt.h"
 #include "outfile.h"
 #include "util/diag.h"
 #include "util/kvopts.h"
 #include "util/size.h"
 
 static const char help_text[] =
-    "Usage: diskimg create [-q] [-f FMT] [-o OPTS] [-b BACKING -F BFMT] [-u] IMG [SIZE]\n"
+    "Usage: diskimg create [--object OBJ] [-q] [-f FMT] [-b BACKING [-F BFMT]] [-u]\n"
+    "                      [-o OPTS] IMG [SIZE]\n"
     "Create a new empty image IMG of SIZE bytes (suffixes K, M, G, T, P, E).\n"
     "An existing IMG is replaced; the new image appears only once complete.\n"
     "\n"
@@ -35,6 +37,8 @@ static const char help_text[] =
     "  -u, --backing-unsafe do not open BACKING (it need not exist; SIZE is then\n"
     "                       required)\n"
     "  -q, --quiet          quiet: no 'Formatting ...' line\n"
+    "  --object OBJ         checked as qemu-img checks it, then unused (diskimg\n"
+    "                       writes no encrypted images)\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
@@ -56,6 +60,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         { "backing-format", required_argument, NULL, 'F' },
         { "backing-unsafe", no_argument, NULL, 'u' },
         { "quiet", no_argument, NULL, 'q' },
+        { "object", required_argument, NULL, CLI_OPT_OBJECT },
         { NULL, 0, NULL, 0 },
     };
     char err[256];
@@ -78,6 +83,12 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'F': a->backing_fmt = optarg; break;
         case 'u': a->unsafe = true; break;
         case 'q': a->quiet = true; break;
+        case CLI_OPT_OBJECT: {
+            int r = cli_object(optarg);
+            if (r)
+                return r < 0 ? -1 : 1;
+            break;
+        }
         default:
             return cli_usage_error("create", "invalid option");
         }

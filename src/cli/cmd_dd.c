@@ -20,14 +20,15 @@
 #include "image_opts.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
+#include "object_opt.h"
 #include "outfile.h"
 #include "util/diag.h"
 #include "util/kvopts.h"
 #include "util/size.h"
 
 static const char help_text[] =
-    "Usage: diskimg dd [--image-opts] [-U] [-f FMT] [-O OUTPUT_FMT] [bs=BLOCK_SIZE]\n"
-    "                  [count=BLOCKS] [skip=BLOCKS] if=INPUT of=OUTPUT\n"
+    "Usage: diskimg dd [--object OBJ] [--image-opts] [-U] [-f FMT] [-O OUTPUT_FMT]\n"
+    "                  [bs=BLOCK_SIZE] [count=BLOCKS] [skip=BLOCKS] if=INPUT of=OUTPUT\n"
     "Copy the guest content of INPUT, from block `skip` up to block `count`\n"
     "(both counted from INPUT's start, in blocks of bs bytes), into a new image\n"
     "OUTPUT, as qemu-img dd does.  The output's size is what was copied,\n"
@@ -43,6 +44,8 @@ static const char help_text[] =
     "  --image-opts       INPUT is an option string naming a file:\n"
     "                     driver=FMT,file.filename=PATH (or driver=file,filename=PATH\n"
     "                     for its bytes as raw)\n"
+    "  --object OBJ       checked as qemu-img checks it, then unused (diskimg reads\n"
+    "                     no encrypted images)\n"
     "  bs=BLOCK_SIZE      block size, 1 to 2147483647 bytes (default 512)\n"
     "  count=BLOCKS       copy up to block BLOCKS (default: the whole input)\n"
     "  skip=BLOCKS        start at block BLOCKS\n"
@@ -53,14 +56,15 @@ static const char help_text[] =
     "fraction with a suffix (1.5k); 0x... is hexadecimal.\n"
     "Exit status: 0 success (also after a skip past the end), 1 error.\n";
 
-enum { OPT_HELP = 256, OPT_IMAGE_OPTS };
+enum { OPT_HELP = 256 };
 
 static const struct option long_opts[] = {
     { "help", no_argument, NULL, OPT_HELP },
     { "format", required_argument, NULL, 'f' },
     { "output-format", required_argument, NULL, 'O' },
     { "force-share", no_argument, NULL, 'U' },
-    { "image-opts", no_argument, NULL, OPT_IMAGE_OPTS },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
     { NULL, 0, NULL, 0 },
 };
 
@@ -147,7 +151,13 @@ static int parse_args(int argc, char **argv, struct dd_args *a)
         case 'f': a->fmt = optarg; break;
         case 'O': a->out_fmt = optarg; break;
         case 'U': break;
-        case OPT_IMAGE_OPTS: a->image_opts = true; break;
+        case CLI_OPT_IMAGE_OPTS: a->image_opts = true; break;
+        case CLI_OPT_OBJECT: {
+            int r = cli_object(optarg);
+            if (r)
+                return r < 0 ? -1 : 1;
+            break;
+        }
         case ':':
             return cli_usage_error(NULL, "missing argument for option '%s'", argv[optind - 1]);
         default:

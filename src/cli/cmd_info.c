@@ -10,13 +10,16 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
 #include "io/bfile.h"
+#include "object_opt.h"
 #include "util/diag.h"
 #include "util/jval.h"
 #include "util/size.h"
 
 static const char help_text[] =
-    "Usage: diskimg info [OPTIONS] IMG\n"
+    "Usage: diskimg info [--object OBJ] [--image-opts] [-f FMT] [--output=human|json]\n"
+    "                    [--backing-chain] [-U] IMG\n"
     "Show the format, virtual size, allocated size and format details of IMG.\n"
     "\n"
     "  -f, --format FMT    image format (raw, qcow2, vmdk, vpc, vhdx, vdi, ova)\n"
@@ -26,6 +29,10 @@ static const char help_text[] =
     "  --disk N            OVA: show the Nth disk in detail\n"
     "  --allow-external    follow files outside the image's folder\n"
     "  -U, --force-share   accepted for compatibility\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "                      (or driver=file,filename=PATH for the file as raw)\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
@@ -39,6 +46,8 @@ static const struct option long_opts[] = {
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
     { "format", required_argument, NULL, 'f' },
     { "force-share", no_argument, NULL, 'U' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -171,8 +180,8 @@ static void print_human(const struct jval *o)
 int cmd_info(int argc, char **argv)
 {
     struct bd_open_opts oo = { 0 };
-    bool json = false, chain = false;
-    int c;
+    bool json = false, chain = false, iopts = false;
+    int c, r;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "hf:U", long_opts, NULL)) != -1) {
@@ -199,6 +208,11 @@ int cmd_info(int argc, char **argv)
             break;
         }
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : 1;
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             return cli_usage_error("info", "bad option");
         }
@@ -209,9 +223,15 @@ int cmd_info(int argc, char **argv)
 
     struct diag d;
     struct bd *bd;
+    struct cli_image im;
+    if (cli_image_arg(&im, argv[optind], iopts, oo.format))
+        return 1;
+    oo.format = im.format;
     diag_init(&d);
     cli_warnings_on(&d, NULL);
-    if (bd_open(&bd, argv[optind], &oo, &d) < 0) {
+    r = bd_open(&bd, im.path, &oo, &d);
+    cli_image_free(&im);
+    if (r < 0) {
         cli_report(&d);
         return 1;
     }

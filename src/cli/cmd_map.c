@@ -19,11 +19,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
 #include "io/bfile.h"
+#include "object_opt.h"
 #include "util/diag.h"
 
 static const char help_text[] =
-    "Usage: diskimg map [OPTIONS] IMG\n"
+    "Usage: diskimg map [--object OBJ] [--image-opts] [-f FMT] [--start-offset=N]\n"
+    "                   [--max-length=N] [--output=human|json] [-U] IMG\n"
     "Show how the guest ranges of IMG are stored: data, zeros or unallocated,\n"
     "which image of the backing chain holds them and at which offset.\n"
     "Output as qemu-img map: the human form lists the ranges holding data;\n"
@@ -37,6 +40,10 @@ static const char help_text[] =
     "  --max-length N      map at most N bytes\n"
     "  --allow-external    follow files outside the image's folder\n"
     "  -U, --force-share   accepted for compatibility\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "                      (or driver=file,filename=PATH for the file as raw)\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "\n"
     "Exit status: 0 success, 1 error (the human form also fails on compressed\n"
     "ranges, which have no offset to print).\n";
@@ -51,6 +58,8 @@ static const struct option long_opts[] = {
     { "allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL },
     { "force-share", no_argument, NULL, 'U' },
     { "format", required_argument, NULL, 'f' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -256,9 +265,9 @@ static int run_map(struct bd *bd, struct chain_names *cn, bool json,
 int cmd_map(int argc, char **argv)
 {
     struct bd_open_opts oo = { 0 };
-    bool json = false, have_max = false;
+    bool json = false, have_max = false, iopts = false;
     uint64_t start = 0, max_len = 0;
-    int c;
+    int c, r;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "hf:U", long_opts, NULL)) != -1) {
@@ -285,6 +294,11 @@ int cmd_map(int argc, char **argv)
             have_max = true;
             break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : 1;
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             return cli_usage_error("map", "bad option");
         }
@@ -295,18 +309,27 @@ int cmd_map(int argc, char **argv)
     struct diag d;
     struct bd *bd;
     struct chain_names cn;
+    struct cli_image im;
+    if (cli_image_arg(&im, argv[optind], iopts, oo.format))
+        return 1;
+    oo.format = im.format;
     diag_init(&d);
     cli_warnings_on(&d, NULL);
-    if (bd_open(&bd, argv[optind], &oo, &d) < 0) {
+    if (bd_open(&bd, im.path, &oo, &d) < 0) {
         cli_report(&d);
+        cli_image_free(&im);
         return 1;
     }
     if (bd->size == UINT64_MAX) {
-        cli_error("%s: the size of this stream is unknown; map needs a file", argv[optind]);
+        cli_error("%s: the size of this stream is unknown; map needs a file", im.path);
+        cli_image_free(&im);
         bd_close(bd);
         return 1;
     }
-    if (chain_names_init(&cn, bd, argv[optind]) < 0) {
+    /* the human form names the file as given (the string's file name) */
+    r = chain_names_init(&cn, bd, im.path);
+    cli_image_free(&im);
+    if (r < 0) {
         cli_error("out of memory");
         chain_names_free(&cn);
         bd_close(bd);

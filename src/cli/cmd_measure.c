@@ -7,13 +7,17 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
+#include "object_opt.h"
 #include "util/diag.h"
 #include "util/jval.h"
 #include "util/kvopts.h"
 #include "util/size.h"
 
 static const char help_text[] =
-    "Usage: diskimg measure [OPTIONS] (--size N | [-f FMT] [-l SNAPSHOT] IMG)\n"
+    "Usage: diskimg measure [--output=human|json] [-O FMT] [-o OPTS]\n"
+    "                       (--size N | [--object OBJ] [--image-opts] [-f FMT]\n"
+    "                       [-l SNAPSHOT] IMG)\n"
     "Print the size a new image of format -O would need: for a disk of N bytes,\n"
     "or for the content of IMG (its allocated clusters; zero and unallocated\n"
     "ranges need none).  The numbers are qemu-img measure's.\n"
@@ -30,6 +34,10 @@ static const char help_text[] =
     "                      fully-allocated, bitmaps)\n"
     "  --allow-external    follow backing files outside IMG's folder\n"
     "  -U, --force-share   accepted for compatibility\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "                      (or driver=file,filename=PATH for the file as raw)\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "\n"
     "Exit status: 0 success, 1 error.\n";
 
@@ -48,6 +56,8 @@ static const struct option long_opts[] = {
     { "target-format-options", required_argument, NULL, 'o' },
     { "options", required_argument, NULL, 'o' },
     { "force-share", no_argument, NULL, 'U' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -83,8 +93,10 @@ int cmd_measure(int argc, char **argv)
     struct bd *src = NULL;
     struct diag d;
     uint64_t size = 0;
+    struct cli_image im = { 0 };
     char err[256];
-    int c, json = 0, rc = 1;
+    bool iopts = false;
+    int c, json = 0, rc = 1, r;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "hO:o:f:l:U", long_opts, NULL)) != -1) {
@@ -109,6 +121,13 @@ int cmd_measure(int argc, char **argv)
             break;
         case OPT_SIZE: size_arg = optarg; break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0) {
+                rc = r < 0 ? 0 : 1;
+                goto out;
+            }
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             cli_usage_error("measure", "invalid option");
             goto out;
@@ -137,8 +156,8 @@ int cmd_measure(int argc, char **argv)
         cli_error("Either --size N or one filename must be specified.");
         goto out;
     }
-    if (!filename && (oo.format || oo.snapshot)) {
-        cli_error("-f and -l require a filename argument.");
+    if (!filename && (iopts || oo.format || oo.snapshot)) {
+        cli_error("--image-opts, -f, and -l require a filename argument.");
         goto out;
     }
     if (size_arg && size_parse(size_arg, 1, &size) < 0) {
@@ -152,7 +171,10 @@ int cmd_measure(int argc, char **argv)
     }
     diag_init(&d);
     cli_warnings_on(&d, NULL);
-    if (filename && bd_open(&src, filename, &oo, &d) < 0) {
+    if (filename && cli_image_arg(&im, filename, iopts, oo.format))
+        goto out;
+    oo.format = im.format;
+    if (filename && bd_open(&src, im.path, &oo, &d) < 0) {
         cli_report(&d);
         goto out;
     }
@@ -176,6 +198,7 @@ int cmd_measure(int argc, char **argv)
     rc = 0;
 out:
     bd_close(src);
+    cli_image_free(&im);
     kvopts_free(&kv);
     return rc;
 }

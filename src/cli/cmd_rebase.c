@@ -11,15 +11,17 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
 #include "io/bfile.h"
+#include "object_opt.h"
 #include "progress.h"
 #include "rebase.h"
 #include "util/diag.h"
 #include "util/jval.h"
 
 static const char help_text[] =
-    "Usage: diskimg rebase [-f FMT] [-u] [-c] [-p] [-q] [-t CACHE] [-T CACHE] -b BACKING\n"
-    "                      [-F BACKING_FMT] IMG\n"
+    "Usage: diskimg rebase [--object OBJ] [--image-opts] [-U] [-q] [-f FMT] [-t CACHE]\n"
+    "                      [-T CACHE] [-p] [-u] [-c] -b BACKING [-F BACKING_FMT] IMG\n"
     "Make BACKING the backing file of IMG (qcow2, vmdk).  Safe mode (the default):\n"
     "every range IMG does not allocate where its old backing chain and BACKING\n"
     "differ is first written into IMG, so that its content stays the same; then\n"
@@ -36,8 +38,13 @@ static const char help_text[] =
     "  -p, --progress      show progress\n"
     "  -q, --quiet         quiet\n"
     "  -t, --cache CACHE, -T, --backing-cache CACHE\n"
-    "                      accepted for compatibility\n"
+    "                      cache modes of IMG and of the backing files (none,\n"
+    "                      writeback, writethrough, directsync, unsafe): checked,\n"
+    "                      then unused (IMG is always synced)\n"
     "  -U, --force-share   accepted for compatibility\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "  --allow-external    BACKING and the old chain may be outside IMG's folder\n"
     "\n"
     "The new backing file obeys the reference rule: inside IMG's folder unless\n"
@@ -67,6 +74,8 @@ static const struct option long_opts[] = {
     { "cache", required_argument, NULL, 't' },
     { "backing-cache", required_argument, NULL, 'T' },
     { "force-share", no_argument, NULL, 'U' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -159,7 +168,8 @@ int cmd_rebase(int argc, char **argv)
 {
     struct bd_open_opts oo = { 0 };
     const char *backing = NULL, *fmt = NULL;
-    bool unsafe = false, quiet = false, progress = false, compress = false;
+    bool unsafe = false, quiet = false, progress = false, compress = false, iopts = false;
+    const char *cache = NULL, *src_cache = NULL;
     struct diag d;
     int c, r;
 
@@ -176,18 +186,33 @@ int cmd_rebase(int argc, char **argv)
         case 'p': progress = true; break;
         case 'c': compress = true; break;
         case 'q': quiet = true; break;
-        case 't': case 'T': case 'U': break;
+        case 't': cache = optarg; break;
+        case 'T': src_cache = optarg; break;
+        case 'U': break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : 1;
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             return cli_usage_error("rebase", "invalid option");
         }
     }
+    if ((cache && !cli_cache_mode(cache, false)) ||
+        (src_cache && !cli_cache_mode(src_cache, true)))
+        return 1;
     if (optind != argc - 1)
         return cli_usage_error("rebase", "Expecting one image file name");
     if (!backing)
         return cli_usage_error("rebase", "Must specify backing file (-b) or use unsafe mode "
                                "(-u)");
-    const char *filename = argv[optind];
+    /* --image-opts: the file and format its string names (freed on return) */
+    struct cli_image im __attribute__((cleanup(cli_image_free))) = { 0 };
+    if (cli_image_arg(&im, argv[optind], iopts, oo.format))
+        return 1;
+    oo.format = im.format;
+    const char *filename = im.path;
     if (*backing && !fmt) {
         cli_error("Could not change the backing file to '%s': backing format must be "
                   "specified", backing);

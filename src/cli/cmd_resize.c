@@ -7,12 +7,15 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
 #include "io/bfile.h"
+#include "object_opt.h"
 #include "util/diag.h"
 #include "util/size.h"
 
 static const char help_text[] =
-    "Usage: diskimg resize [-f FMT] [--shrink] [--preallocation=off] [-q] IMG [+|-]SIZE\n"
+    "Usage: diskimg resize [--object OBJ] [--image-opts] [-f FMT] [--preallocation=off]\n"
+    "                      [-q] [--shrink] IMG [+|-]SIZE\n"
     "Set the virtual size of IMG to SIZE, or grow (+) or shrink (-) it by SIZE\n"
     "(suffixes K, M, G, T, P, E).  raw: the file is truncated or extended.  qcow2:\n"
     "the tables are extended (new structures written and synced before the header\n"
@@ -26,6 +29,10 @@ static const char help_text[] =
     "  --preallocation=off the only mode (the new space stays unallocated)\n"
     "  -q, --quiet         quiet: no 'Image resized.' line\n"
     "  --allow-external    follow a backing file outside the image's folder\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "                      (or driver=file,filename=PATH for the file as raw)\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "\n"
     "Not supported for qcow2: images with persistent bitmaps or an external data\n"
     "file, v2 images with internal snapshots, dirty or corrupt images\n"
@@ -44,6 +51,8 @@ static const struct option long_opts[] = {
     { "format", required_argument, NULL, 'f' },
     { "quiet", no_argument, NULL, 'q' },
     { "force-share", no_argument, NULL, 'U' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -51,11 +60,12 @@ int cmd_resize(int argc, char **argv)
 {
     struct bd_open_opts oo = { .writable = true };
     const char *prealloc = NULL;
-    bool shrink = false, quiet = false;
+    bool shrink = false, quiet = false, iopts = false;
     struct bd *bd = NULL;
+    struct cli_image im;
     struct diag d;
     uint64_t n, total;
-    int c, rc = 1;
+    int c, r, rc = 1;
 
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
@@ -73,6 +83,11 @@ int cmd_resize(int argc, char **argv)
         case OPT_SHRINK: shrink = true; break;
         case OPT_PREALLOC: prealloc = optarg; break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : 1;
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             return cli_usage_error("resize", "invalid option");
         }
@@ -99,8 +114,13 @@ int cmd_resize(int argc, char **argv)
         return 1;
     }
 
+    if (cli_image_arg(&im, filename, iopts, oo.format))
+        return 1;
+    oo.format = im.format;
     diag_init(&d);
-    if (bd_open(&bd, filename, &oo, &d) < 0) {
+    r = bd_open(&bd, im.path, &oo, &d);
+    cli_image_free(&im);
+    if (r < 0) {
         cli_report(&d);
         return 1;
     }

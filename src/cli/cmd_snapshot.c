@@ -8,12 +8,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "formats/bd.h"
+#include "image_opts.h"
+#include "object_opt.h"
 #include "util/diag.h"
 #include "util/jval.h"
 
 static const char help_text[] =
-    "Usage: diskimg snapshot [-q] [-U] [-f FMT] [-l | -a SNAPSHOT | -c SNAPSHOT |\n"
-    "                        -d SNAPSHOT] IMG\n"
+    "Usage: diskimg snapshot [--object OBJ] [--image-opts] [-U] [-q] [-f FMT]\n"
+    "                        [-l | -a SNAPSHOT | -c SNAPSHOT | -d SNAPSHOT] IMG\n"
     "List, create, apply or delete the internal snapshots of a qcow2 image, in\n"
     "place.  Without an action, -l.\n"
     "\n"
@@ -26,6 +28,9 @@ static const char help_text[] =
     "  -q, --quiet         quiet\n"
     "  -U, --force-share   accepted for compatibility (-l only)\n"
     "  --allow-external    follow a backing file outside the image's folder\n"
+    "  --image-opts        IMG is an option string: driver=FMT,file.filename=PATH\n"
+    "  --object OBJ        checked as qemu-img checks it, then unused (diskimg\n"
+    "                      reads no encrypted images)\n"
     "\n"
     "Changes are crash-safe: the new tables and refcounts are written and synced\n"
     "past the end of the file before one header write switches to them.  The\n"
@@ -47,6 +52,8 @@ static const struct option long_opts[] = {
     { "format", required_argument, NULL, 'f' },
     { "quiet", no_argument, NULL, 'q' },
     { "force-share", no_argument, NULL, 'U' },
+    { "object", required_argument, NULL, CLI_OPT_OBJECT },
+    { "image-opts", no_argument, NULL, CLI_OPT_IMAGE_OPTS },
     { NULL, 0, NULL, 0 },
 };
 
@@ -85,8 +92,10 @@ int cmd_snapshot(int argc, char **argv)
 {
     struct bd_open_opts oo = { 0 };
     const char *name = NULL;
-    int action = 0, c;
+    bool iopts = false;
+    int action = 0, c, r;
     struct bd *bd = NULL;
+    struct cli_image im;
     struct diag d;
 
     for (int i = 1; i < argc; i++)
@@ -105,15 +114,26 @@ int cmd_snapshot(int argc, char **argv)
         case 'q': break;    /* nothing is printed but the list and errors */
         case 'U': break;
         case OPT_ALLOW_EXTERNAL: oo.allow_external = true; break;
+        case CLI_OPT_OBJECT:
+            if ((r = cli_object(optarg)) != 0)
+                return r < 0 ? 0 : 1;
+            break;
+        case CLI_OPT_IMAGE_OPTS: iopts = true; break;
         default:
             return cli_usage_error("snapshot", "invalid option");
         }
     }
     if (optind != argc - 1)
         return cli_usage_error("snapshot", "Expecting one image file name");
-    const char *filename = argv[optind];
-    if (!action || action == 'l')
-        return list(filename, &oo);
+    if (cli_image_arg(&im, argv[optind], iopts, oo.format))
+        return 1;
+    const char *filename = im.path;
+    oo.format = im.format;
+    if (!action || action == 'l') {
+        r = list(filename, &oo);
+        cli_image_free(&im);
+        return r;
+    }
 
     enum bd_snapshot_op op = action == 'c' ? BD_SNAPSHOT_CREATE :
                              action == 'a' ? BD_SNAPSHOT_APPLY : BD_SNAPSHOT_DELETE;
@@ -121,7 +141,9 @@ int cmd_snapshot(int argc, char **argv)
     diag_init(&d);
     oo.writable = true;
     oo.no_backing = true;
-    if (bd_open(&bd, filename, &oo, &d) < 0) {
+    r = bd_open(&bd, filename, &oo, &d);
+    cli_image_free(&im);
+    if (r < 0) {
         cli_report(&d);
         return 1;
     }

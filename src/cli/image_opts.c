@@ -119,3 +119,26 @@ out:
     kvopts_free(&o);
     return rc;
 }
+
+int cli_image_arg(struct cli_image *im, const char *arg, bool image_opts, const char *format)
+{
+    im->owned = NULL;
+    im->path = arg;
+    im->format = format;
+    if (!image_opts)
+        return 0;
+    if (format) {
+        cli_error("--image-opts and --format are mutually exclusive");
+        return 1;
+    }
+    if (cli_image_opts(arg, &im->owned, &im->format))
+        return 1;
+    im->path = im->owned;
+    return 0;
+}
+
+void cli_image_free(struct cli_image *im)
+{
+    free(im->owned);
+    im->owned = NULL;
+}

@@ -11,7 +11,8 @@
 #     "  --output=human|json output form"
 #     "  -v, --verbose     report ..."
 # Option values: formats after FMT options (the list in the option's text,
-# else every format), cache modes after CACHE options, the listed choices
+# else every format), cache modes after CACHE options, "secret,id=" after
+# --object OBJ, the listed choices
 # after --opt=a|b, file names after file arguments and for operands.
 # dd's NAME=VALUE operands ("  if=INPUT   the input image") are offered
 # instead of file names; file names after if= and of=.
@@ -103,6 +104,7 @@ _diskimg_options()
                         kind="fmt:${BASH_REMATCH[1]//, /|}"
                     ;;
                 CACHE) kind=cache ;;
+                OBJ) kind="list:secret,id=" ;;  # --object: the usual start
                 FILE | BACKING | BASE | IMG | SRC | DST | PATH) kind=file ;;
                 [A-Z]*) kind=any ;;
                 *) kind="list:$tok" ;;  # a literal value, e.g. "-f raw"

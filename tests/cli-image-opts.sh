@@ -189,6 +189,14 @@ ok "$DISKIMG" commit --object $OBJ -q chain/top.qcow2
 ok "$DISKIMG" info --object $OBJ --object "secret,id=sec1,file=c.raw" --object tls-creds-anon,id=t0 \
     --object "qom-type=secret,id=sec2,data=y,keyid=sec0" a.qcow2
 qemu-img check -q a.qcow2 || fail "a.qcow2 not clean"
+# a qcow2 image's secret in the string: nothing for an image that is not
+# encrypted; one that is is refused, secret or not
+ok "$DISKIMG" info --object $OBJ --image-opts "$(opts a.qcow2),encrypt.key-secret=sec0"
+# (crypt_method 1, AES, in the header: qemu-img's LUKS setup takes seconds)
+qemu-img create -q -f qcow2 enc.qcow2 1M
+printf '\0\0\0\1' | dd of=enc.qcow2 bs=1 seek=32 conv=notrunc status=none
+expect_error "enc.qcow2: encrypted images are not supported" \
+    "$DISKIMG" convert --object $OBJ --image-opts "$(opts enc.qcow2),encrypt.key-secret=sec0" x.raw
 # ... and a bad one refused as qemu-img refuses it, before anything else
 for o in "" , secret "secret,id=s" "id=s,data=x" "foo,id=x" "iothread,id=x" "secret,id=0s,data=x" \
          "secret,id=s,data=x,bogus=1" "secret,id=s,data" "secret,id=s,data=x,file=c.raw" \

@@ -67,6 +67,11 @@ offers compare -f v -- vmdk vpc vdi
 offers amend -f "" -- qcow2 raw
 offers amend -t "" -- none writeback unsafe
 offers amend --im -- --image-opts
+offers info --ob -- --object
+offers check --object "" -- secret,id=
+offers convert - -- --image-opts --target-image-opts --object
+offers check -T "" -- none writeback unsafe
+offers rebase -t "" -- none writethrough
 offers convert -t "" -- none writeback unsafe writethrough directsync
 offers convert -T w -- writeback writethrough '!none'
 offers info --output = "" -- human json

@@ -74,6 +74,11 @@ int cli_image_opts(const char *spec, char **path, const char **format)
     const char *file = kvopts_get(&o, "filename");
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         kvopts_get(&o, known[i]);
+    /* the secret of an encrypted qcow2 image (with --object): qemu ignores
+     * it for an image that is not encrypted; one that is is refused when
+     * it is opened */
+    if (drv && !strcmp(drv, "qcow2"))
+        kvopts_get(&o, "encrypt.key-secret");
     const char *extra = kvopts_unused(&o);
     if (extra) {
         fail(spec, "Block format '%s' does not support the option '%s'",

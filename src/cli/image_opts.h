@@ -2,8 +2,9 @@
  * name ("driver=qcow2,file.filename=disk.qcow2"), for the forms that name
  * a local file: driver (a format, or "file": the file read as raw, named by
  * filename=), file.driver (only "file"), file.filename, force-share and
- * read-only (accepted).  ",," is a comma in a value; a key given twice
- * takes its last value, as in qemu. */
+ * read-only (accepted), and for qcow2 encrypt.key-secret (accepted: an
+ * encrypted image is refused when it is opened).  ",," is a comma in a
+ * value; a key given twice takes its last value, as in qemu. */
 #ifndef DISKIMG_CLI_IMAGE_OPTS_H
 #define DISKIMG_CLI_IMAGE_OPTS_H
 

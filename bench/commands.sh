@@ -2,8 +2,8 @@
 # The in-place commands against qemu-img: snapshot, rebase, commit, amend,
 # bitmap, dd, and info/check/map on a larger image.  The inputs are made
 # once by qemu-img and qemu-io in WORKDIR/cmd (a 2 GiB qcow2 holding some
-# 400 MiB from genimg, with internal snapshots, persistent bitmaps, backing
-# chains; a 4 GiB qcow2 holding 1.8 GiB in short runs, with 64 KiB and
+# 320 MiB from genimg, with internal snapshots, persistent bitmaps, backing
+# chains; a 4 GiB qcow2 holding 1.7 GiB in short runs, with 64 KiB and
 # with 4 KiB clusters, for info, check and map).  Every run works on its
 # own fresh copy of the images it changes (cp --reflink=never, synced),
 # made and deleted outside the timed part; runs alternate diskimg / qemu-img, pair by pair.  After each pair (not

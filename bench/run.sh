@@ -50,5 +50,6 @@ dense_ab
 
 [ -x "$TOP/bench/qcow2.sh" ] && "$TOP/bench/qcow2.sh"
 [ -x "$TOP/bench/vmdk.sh" ] && "$TOP/bench/vmdk.sh"
+[ -x "$TOP/bench/commands.sh" ] && "$TOP/bench/commands.sh" -n "$RUNS"
 [ -x "$TOP/bench/zerobench" ] && "$TOP/bench/zerobench" --quick
 exit 0

@@ -272,9 +272,11 @@ int qcow2_rc_append(struct qcow2_rc *rc, uint64_t n, uint64_t *first,
         rc->table = nt;
         rc->table_len = len;
     }
-    /* new blocks: zeros, entered in the table */
-    uint8_t *zero = calloc(1, rc->cs);
-    if (!zero)
+    /* new blocks, entered in the table: written holding refcount 1 for the
+     * appended clusters they cover (themselves among them), so that a table
+     * entry on disk never names a block that does not count itself */
+    uint8_t *nblk = malloc(rc->cs);
+    if (!nblk)
         return diag_fail(rc->d, -ENOMEM, rc->path, -1, "out of memory");
     uint64_t next = blocks_at;
     r = 0;
@@ -282,7 +284,11 @@ int qcow2_rc_append(struct qcow2_rc *rc, uint64_t n, uint64_t *first,
         if (i < rc->table_len && (rc->table[i] & QCOW2_REFT_OFFSET_MASK))
             continue;
         uint64_t off = next++ << rc->cbits;
-        if ((r = bfile_pwrite(rc->f, zero, rc->cs, off)) < 0)
+        uint64_t lo = i * rc->per_block, hi = lo + rc->per_block;
+        memset(nblk, 0, rc->cs);
+        for (uint64_t c = lo > start ? lo : start; c < hi && c < end; c++)
+            qcow2_rc_entry_set(nblk, rc->order, c - lo, 1);
+        if ((r = bfile_pwrite(rc->f, nblk, rc->cs, off)) < 0)
             break;
         rc->table[i] = off;
         g->blocks_added++;
@@ -293,15 +299,16 @@ int qcow2_rc_append(struct qcow2_rc *rc, uint64_t n, uint64_t *first,
             r = bfile_pwrite(rc->f, e, 8, rc->table_off + i * 8);
         }
     }
-    free(zero);
+    free(nblk);
     if (r < 0)
         return r;
     rc->file_size = end << rc->cbits;
-    /* every appended cluster gets refcount 1 */
+    /* every appended cluster gets refcount 1 (in the blocks that existed:
+     * written now, or with the user's next flush when it defers them) */
     for (uint64_t c = start; c < end; c++)
         if ((r = qcow2_rc_set(rc, c, 1)) < 0)
             return r;
-    if ((r = qcow2_rc_flush(rc)) < 0)
+    if ((!rc->defer_flush || t) && (r = qcow2_rc_flush(rc)) < 0)
         return r;
     if (t) {
         /* the new table, complete; the caller enters it into the header */

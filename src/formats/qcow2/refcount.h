@@ -23,6 +23,9 @@ struct qcow2_rc {
     uint8_t *blk;               /* one cached refcount block */
     uint64_t blk_off;           /* its offset, 0 = none */
     bool blk_dirty;
+    bool defer_flush;           /* qcow2_rc_append leaves plain appends in the
+                                   cache: the user flushes before anything on
+                                   disk names the clusters (the in-place writer) */
 };
 
 /* What qcow2_rc_append changed besides the clusters asked for. */

@@ -861,6 +861,9 @@ int qcow2ip_open(struct bd **out, struct bfile *f, const struct bd_create_opts *
     if ((r = qcow2_rc_open(&w->rc, w->q, d)) < 0)
         goto fail;
     w->rc_open = true;
+    /* refcounts of appended clusters reach the file with the L2 table that
+     * names them (flush_table), not one block write per allocation */
+    w->rc.defer_flush = true;
     /* a block device is as large as it is, not as the image: new clusters
      * go after the last one in use (as qemu allocates them), not after the
      * end of the device */

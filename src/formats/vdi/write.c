@@ -196,10 +196,8 @@ int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
         goto fail;
     }
     uint64_t fsize = stat ? w->h.off_data + (uint64_t)w->h.blocks * w->h.block_size : 0;
-    if (ftruncate(f->fd, 0) < 0 || ftruncate(f->fd, (off_t)fsize) < 0) {
-        r = diag_errno(d, -errno, f->path, -1, "cannot set the size");
+    if ((r = wfile_fresh(f, fsize, d)) < 0)
         goto fail;
-    }
     *out = &w->bd;
     return 0;
 fail:

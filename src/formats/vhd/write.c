@@ -86,16 +86,10 @@ int vhdw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
         r = diag_errno(d, -errno, f->path, -1, "cannot turn off O_DIRECT");
         goto fail;
     }
-    if (ftruncate(f->fd, 0) < 0) {
-        r = diag_errno(d, -errno, f->path, -1, "cannot truncate");
+    if ((r = wfile_fresh(f, p.fixed ? p.size : 0, d)) < 0)
         goto fail;
-    }
     if (p.fixed) {
         w->bd.granule = VHD_SECTOR;
-        if (ftruncate(f->fd, (off_t)p.size) < 0) {
-            r = diag_errno(d, -errno, f->path, -1, "cannot set the size");
-            goto fail;
-        }
     } else {
         w->bd.granule = p.block_size;
         w->n_bat = (uint32_t)(p.size / p.block_size + (p.size % p.block_size != 0));

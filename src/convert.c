@@ -239,9 +239,11 @@ static int source_read(struct cv *cv, uint8_t *buf, uint64_t off, uint64_t len)
 /* --- planning ------------------------------------------------------------ */
 
 /* May data job j go by copy offload?  When it lies in one extent whose
- * bytes sit plainly in a file, inside that file, at the same offset modulo
- * the file system block as in the output, and does not end in the image's
- * short last scan unit (the scan pads that in the buffer). */
+ * bytes sit plainly in a file, inside that file, and does not end in the
+ * image's short last scan unit (the scan pads that in the buffer); bytes
+ * at another offset modulo the file system block than in the output
+ * (dynamic VHD and VDI data start one sector into a block) only while
+ * copy_file_range works (they cannot be cloned). */
 static void plan_offload(struct cv *cv, struct job *j)
 {
     uint64_t end = j->off + j->len;
@@ -254,8 +256,9 @@ static void plan_offload(struct cv *cv, struct job *j)
     if (!offload_usable_from(&cv->ofl, cv->cache_file->fd))
         return;
     uint64_t h = cv->cache_host + (j->off - cv->cache_start);
-    if (h > cv->cache_fsize || j->len > cv->cache_fsize - h ||
-        (h - j->off) % cv->ofl.blksize)
+    if (h > cv->cache_fsize || j->len > cv->cache_fsize - h)
+        return;
+    if ((h - j->off) % cv->ofl.blksize && !offload_copy_usable_from(&cv->ofl, cv->cache_file->fd))
         return;
     j->offload = true;
     j->src_file = cv->cache_file;

@@ -808,14 +808,17 @@ static int job_bytes(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
 
 /* Bytes [rel, rel+len) of the job into f at host, which the output
  * mapped: by the kernel, or what it refuses (or what is not aligned in the
- * output) read and written here. */
+ * output while copy_file_range does not work) read and written here.
+ * Whole blocks may be cloned; bytes elsewhere in a block (a dynamic VHD's
+ * or a VDI's data) are copied by copy_file_range. */
 static int place_mapped(struct cv *cv, struct job *j, uint64_t rel, struct bfile *f,
                         uint64_t host, uint64_t len)
 {
     uint64_t done = 0;
     int r;
 
-    if (host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0) {
+    if ((host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0) ||
+        offload_copy_usable_from(&cv->ofl, j->src_file->fd)) {
         r = offload_range(&cv->ofl, j->src_file->fd, j->src_host + rel, f->fd, host, len,
                           &done);
         if (r < 0 && cv->ofl.no_progress)

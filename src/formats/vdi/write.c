@@ -182,7 +182,9 @@ int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
     new_uuid(w->h.uuid_create);
     new_uuid(w->h.uuid_modify);
     w->bd.size = size;
-    w->bd.granule = w->h.block_size;
+    /* sectors: the converter finds the zero runs (4 KiB) and leaves them
+     * out; a block is allocated by its first data */
+    w->bd.granule = VDI_SECTOR;
     wstate_init(&w->ws, &w->bd, o);
     if (!(w->map = malloc((size_t)w->h.blocks * 4 + 4))) {
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
@@ -235,8 +237,34 @@ static int v_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
 
 static int v_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
-    /* a block never written is unallocated (dynamic) or a hole (static) */
+    /* a block never written is unallocated (dynamic) or a hole (static);
+     * a range of an allocated block never written is a hole too (writes
+     * never overlap, bd.h) */
     return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
+}
+
+/* Copy offload: the range's block gets its place as for a write, the
+ * bytes go there directly.  qemu-img's layout puts the data a sector past
+ * a 4 KiB boundary (the map ends there), so they are not congruent to
+ * `off`: the converter copies them with copy_file_range, never a clone. */
+static int v_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                             struct bfile **f, uint64_t *host, uint64_t *mapped)
+{
+    struct vdiw *w = to_w(bd);
+    uint32_t bs = w->h.block_size;
+    uint64_t h;
+    int r;
+
+    (void)align;
+    if (bd->file->kind != BFILE_REGULAR || bd->file->fd < 0)
+        return -ENOTSUP;
+    if ((r = wstate_check(&w->ws, bd->size, off, len, "offload")) < 0)
+        return r;
+    place(w, off / bs, 0, 0, &h);
+    *f = bd->file;
+    *host = h + off % bs;
+    *mapped = bs - off % bs < len ? bs - off % bs : len;
+    return 0;
 }
 
 static int v_finish(struct bd *bd)
@@ -293,6 +321,7 @@ const struct bd_driver bd_vdiw = {
     .create = vdiw_create,
     .pwrite = v_pwrite,
     .write_zeroes = v_write_zeroes,
+    .map_for_offload = v_map_for_offload,
     .finish = v_finish,
     .abort = v_abort,
     .close = v_close,

@@ -239,11 +239,9 @@ static int source_read(struct cv *cv, uint8_t *buf, uint64_t off, uint64_t len)
 /* --- planning ------------------------------------------------------------ */
 
 /* May data job j go by copy offload?  When it lies in one extent whose
- * bytes sit plainly in a file, inside that file, and does not end in the
- * image's short last scan unit (the scan pads that in the buffer); bytes
- * at another offset modulo the file system block than in the output
- * (dynamic VHD and VDI data start one sector into a block) only while
- * copy_file_range works (they cannot be cloned). */
+ * bytes sit plainly in a file, inside that file, at the same offset modulo
+ * the file system block as in the output, and does not end in the image's
+ * short last scan unit (the scan pads that in the buffer). */
 static void plan_offload(struct cv *cv, struct job *j)
 {
     uint64_t end = j->off + j->len;
@@ -256,9 +254,8 @@ static void plan_offload(struct cv *cv, struct job *j)
     if (!offload_usable_from(&cv->ofl, cv->cache_file->fd))
         return;
     uint64_t h = cv->cache_host + (j->off - cv->cache_start);
-    if (h > cv->cache_fsize || j->len > cv->cache_fsize - h)
-        return;
-    if ((h - j->off) % cv->ofl.blksize && !offload_copy_usable_from(&cv->ofl, cv->cache_file->fd))
+    if (h > cv->cache_fsize || j->len > cv->cache_fsize - h ||
+        (h - j->off) % cv->ofl.blksize)
         return;
     j->offload = true;
     j->src_file = cv->cache_file;
@@ -808,17 +805,14 @@ static int job_bytes(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
 
 /* Bytes [rel, rel+len) of the job into f at host, which the output
  * mapped: by the kernel, or what it refuses (or what is not aligned in the
- * output while copy_file_range does not work) read and written here.
- * Whole blocks may be cloned; bytes elsewhere in a block (a dynamic VHD's
- * or a VDI's data) are copied by copy_file_range. */
+ * output) read and written here. */
 static int place_mapped(struct cv *cv, struct job *j, uint64_t rel, struct bfile *f,
                         uint64_t host, uint64_t len)
 {
     uint64_t done = 0;
     int r;
 
-    if ((host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0) ||
-        offload_copy_usable_from(&cv->ofl, j->src_file->fd)) {
+    if (host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0) {
         r = offload_range(&cv->ofl, j->src_file->fd, j->src_host + rel, f->fd, host, len,
                           &done);
         if (r < 0 && cv->ofl.no_progress)

@@ -54,14 +54,6 @@ bool offload_usable_from(const struct offload *o, int in_fd)
     return clone || copy;
 }
 
-bool offload_copy_usable_from(const struct offload *o, int in_fd)
-{
-    for (unsigned i = 0; i < o->nxdev; i++)
-        if (o->xdev[i].fd == in_fd && o->xdev[i].no_copy)
-            return false;
-    return o->copy_ok;
-}
-
 /* A method refused for in_fd: for this source only when the answer was
  * EXDEV (and there is room to remember it), else for every source. */
 static void refuse(struct offload *o, int in_fd, int err, bool clone)
@@ -148,8 +140,7 @@ int offload_range(struct offload *o, int in_fd, uint64_t in_off, int out_fd,
             return -EIO;
         }
         const struct offload_xdev *x = xdev_of(o, in_fd, false);
-        bool aligned = io % o->blksize == 0 && oo % o->blksize == 0;
-        if (o->clone_ok && !(x && x->no_clone) && aligned) {
+        if (o->clone_ok && !(x && x->no_clone)) {
             /* a short transfer (injected) still clones whole blocks */
             size_t w = want - want % o->blksize;
             if (w) {

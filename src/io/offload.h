@@ -11,14 +11,9 @@
  * once and the caller copies the bytes itself.  Short copies are resumed;
  * other errors (EIO, ENOSPC, ...) are real write errors.
  *
- * A clone is tried only where both offsets are multiples of o->blksize
- * (the output file system's block, from offload_init): it takes whole
- * blocks at the same place in a block, and a copy of such blocks can be a
- * share.  Bytes that lie elsewhere in a block of the source than they go
- * in the output (a VHD's or VDI's data one sector past a block boundary)
- * go by copy_file_range alone: no file system can share them, but the
- * kernel still copies them page cache to page cache, once, where reading
- * them into a buffer and writing that copies them twice.
+ * Offsets and length must be multiples of o->blksize (the output file
+ * system's block, from offload_init): clones need whole blocks, and a copy
+ * of whole blocks can be a share.
  *
  * Every call goes through the fault injector as a write (io/fault.h): an
  * injected error is an error, `short` makes a short copy (resumed), `zero`
@@ -68,10 +63,6 @@ static inline bool offload_usable(const struct offload *o)
 
 /* Is any method still worth trying from in_fd? */
 bool offload_usable_from(const struct offload *o, int in_fd);
-
-/* Is copy_file_range still worth trying from in_fd (for bytes that cannot
- * be cloned: not at the same offset in a block as in the output)? */
-bool offload_copy_usable_from(const struct offload *o, int in_fd);
 
 /* Bytes [in_off, in_off+len) of in_fd into [out_off, out_off+len) of
  * out_fd.  0: all of them are there.  OFFLOAD_UNSUPPORTED: the bytes from

@@ -243,30 +243,6 @@ static int v_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
     return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
 }
 
-/* Copy offload: the range's block gets its place as for a write, the
- * bytes go there directly.  qemu-img's layout puts the data a sector past
- * a 4 KiB boundary (the map ends there), so they are not congruent to
- * `off`: the converter copies them with copy_file_range, never a clone. */
-static int v_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
-                             struct bfile **f, uint64_t *host, uint64_t *mapped)
-{
-    struct vdiw *w = to_w(bd);
-    uint32_t bs = w->h.block_size;
-    uint64_t h;
-    int r;
-
-    (void)align;
-    if (bd->file->kind != BFILE_REGULAR || bd->file->fd < 0)
-        return -ENOTSUP;
-    if ((r = wstate_check(&w->ws, bd->size, off, len, "offload")) < 0)
-        return r;
-    place(w, off / bs, 0, 0, &h);
-    *f = bd->file;
-    *host = h + off % bs;
-    *mapped = bs - off % bs < len ? bs - off % bs : len;
-    return 0;
-}
-
 static int v_finish(struct bd *bd)
 {
     struct vdiw *w = to_w(bd);
@@ -321,7 +297,6 @@ const struct bd_driver bd_vdiw = {
     .create = vdiw_create,
     .pwrite = v_pwrite,
     .write_zeroes = v_write_zeroes,
-    .map_for_offload = v_map_for_offload,
     .finish = v_finish,
     .abort = v_abort,
     .close = v_close,

@@ -171,32 +171,6 @@ static int d_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
     return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
 }
 
-/* Copy offload: the range's block is allocated as for a write and the
- * bytes go there directly.  They start a bitmap past the block's place
- * (qemu-img's layout, one sector past a 4 KiB boundary at best), so they
- * are not congruent to `off`: the converter copies them with
- * copy_file_range, never a clone. */
-static int d_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
-                             struct bfile **f, uint64_t *host, uint64_t *mapped)
-{
-    struct vhdw *w = to_w(bd);
-    uint32_t bs = w->p.block_size;
-    uint64_t h;
-    int r;
-
-    (void)align;
-    if (bd->file->kind != BFILE_REGULAR || bd->file->fd < 0)
-        return -ENOTSUP;
-    if ((r = wstate_check(&w->ws, bd->size, off, len, "offload")) < 0)
-        return r;
-    if ((r = block_alloc(w, (uint32_t)(off / bs), &h)) < 0)
-        return r;
-    *f = bd->file;
-    *host = h + w->bitmap_bytes + off % bs;
-    *mapped = bs - off % bs < len ? bs - off % bs : len;
-    return 0;
-}
-
 static int d_finish(struct bd *bd)
 {
     struct vhdw *w = to_w(bd);
@@ -316,7 +290,6 @@ const struct bd_driver bd_vhdw_dynamic = {
     .create = vhdw_create,
     .pwrite = d_pwrite,
     .write_zeroes = d_write_zeroes,
-    .map_for_offload = d_map_for_offload,
     .finish = d_finish,
     .abort = w_abort,
     .close = w_close,

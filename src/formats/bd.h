@@ -239,7 +239,9 @@ struct bd_driver {
      * aligned, never written before) as if it were written, and say where
      * its bytes go: *f at *host, for the first *mapped bytes (> 0, whole
      * granules or up to the image's end; contiguous in *f), with *host
-     * congruent to off modulo `align` (a power of two).  The caller puts
+     * congruent to off modulo `align` (a power of two) where the layout
+     * allows (else the bytes cannot be cloned, only copied: dynamic VHD and
+     * VDI data lie a sector past a block boundary).  The caller puts
      * exactly those bytes there (FICLONERANGE, copy_file_range or pwrite)
      * before its next call into the driver (then offload_done, if set),
      * and calls again for the rest.  -ENOTSUP (nothing recorded): this

@@ -5,6 +5,8 @@
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/writer_util.h"
 #include "io/bfile.h"
@@ -189,6 +191,19 @@ int wstate_write_blocks(struct wstate *s, struct bfile *f, const void *buf, size
     }
     wmulti_end(m, r);
     return r;
+}
+
+int wfile_fresh(struct bfile *f, uint64_t size, struct diag *d)
+{
+    struct stat st;
+
+    if (fstat(f->fd, &st) < 0)
+        return diag_errno(d, -errno, f->path, -1, "cannot get size");
+    if (st.st_size != 0 && ftruncate(f->fd, 0) < 0)
+        return diag_errno(d, -errno, f->path, -1, "cannot truncate");
+    if (size && ftruncate(f->fd, (off_t)size) < 0)
+        return diag_errno(d, -errno, f->path, -1, "cannot set the size");
+    return 0;
 }
 
 int wfile_zero(struct bfile *f, uint64_t off, uint64_t len)

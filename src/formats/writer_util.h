@@ -69,6 +69,14 @@ void wmulti_end(struct wmulti *m, int r);
 #define WPIECE 4096u
 bool wpiece_next(const uint8_t *buf, size_t n, size_t *at, size_t *end);
 
+/* Empty the regular file `f` for a new image, and when `size` is not 0 size
+ * it (sparse).  A file that is empty already is not truncated: on ext4 a
+ * truncate to 0 marks the file for writeback at close (auto_da_alloc), and
+ * the close of a converted image then waits for all its data to be sent to
+ * the disk (half the wall time of `-t unsafe` raw -> vpc).  Failures are
+ * recorded in `d`. */
+int wfile_fresh(struct bfile *f, uint64_t size, struct diag *d);
+
 /* Make [off, off+len) of `f` read as zeros: a punched hole where the file
  * system can, else zeros written. */
 int wfile_zero(struct bfile *f, uint64_t off, uint64_t len);

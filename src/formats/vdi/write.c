@@ -182,7 +182,9 @@ int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
     new_uuid(w->h.uuid_create);
     new_uuid(w->h.uuid_modify);
     w->bd.size = size;
-    w->bd.granule = w->h.block_size;
+    /* sectors: the converter finds the zero runs (4 KiB) and leaves them
+     * out; a block is allocated by its first data */
+    w->bd.granule = VDI_SECTOR;
     wstate_init(&w->ws, &w->bd, o);
     if (!(w->map = malloc((size_t)w->h.blocks * 4 + 4))) {
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
@@ -196,10 +198,8 @@ int vdiw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
         goto fail;
     }
     uint64_t fsize = stat ? w->h.off_data + (uint64_t)w->h.blocks * w->h.block_size : 0;
-    if (ftruncate(f->fd, 0) < 0 || ftruncate(f->fd, (off_t)fsize) < 0) {
-        r = diag_errno(d, -errno, f->path, -1, "cannot set the size");
+    if ((r = wfile_fresh(f, fsize, d)) < 0)
         goto fail;
-    }
     *out = &w->bd;
     return 0;
 fail:
@@ -237,7 +237,9 @@ static int v_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
 
 static int v_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
-    /* a block never written is unallocated (dynamic) or a hole (static) */
+    /* a block never written is unallocated (dynamic) or a hole (static);
+     * a range of an allocated block never written is a hole too (writes
+     * never overlap, bd.h) */
     return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
 }
 

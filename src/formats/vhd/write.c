@@ -86,18 +86,14 @@ int vhdw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o
         r = diag_errno(d, -errno, f->path, -1, "cannot turn off O_DIRECT");
         goto fail;
     }
-    if (ftruncate(f->fd, 0) < 0) {
-        r = diag_errno(d, -errno, f->path, -1, "cannot truncate");
+    if ((r = wfile_fresh(f, p.fixed ? p.size : 0, d)) < 0)
         goto fail;
-    }
     if (p.fixed) {
         w->bd.granule = VHD_SECTOR;
-        if (ftruncate(f->fd, (off_t)p.size) < 0) {
-            r = diag_errno(d, -errno, f->path, -1, "cannot set the size");
-            goto fail;
-        }
     } else {
-        w->bd.granule = p.block_size;
+        /* sectors: the converter finds the zero runs (4 KiB) and leaves
+         * them out; a block is allocated by its first data */
+        w->bd.granule = VHD_SECTOR;
         w->n_bat = (uint32_t)(p.size / p.block_size + (p.size % p.block_size != 0));
         w->bat_bytes = ((uint64_t)w->n_bat * 4 + VHD_SECTOR - 1) / VHD_SECTOR * VHD_SECTOR;
         w->bitmap_bytes = vhd_bitmap_bytes(p.block_size);
@@ -167,34 +163,12 @@ static int d_pwrite(struct bd *bd, const void *buf, size_t len, uint64_t off,
                                done, opaque);
 }
 
+/* A new image: a block never written is unallocated, a range of an
+ * allocated block never written is a hole of the file (its bitmap bits are
+ * set, it reads as zeros).  Writes never overlap (bd.h): nothing to undo. */
 static int d_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
 {
-    struct vhdw *w = to_w(bd);
-    int r = wstate_check(&w->ws, w->bd.size, off, len, "write_zeroes");
-
-    if (r < 0)
-        return r;
-    /* a block never written reads as zeros; one written already (never
-     * in a conversion) gets zeros written */
-    static const uint8_t zeros[65536];
-    uint32_t bs = w->p.block_size;
-    for (uint64_t o = off; o < off + len;) {
-        uint32_t b = (uint32_t)(o / bs);
-        uint64_t end = ((uint64_t)b + 1) * bs < off + len ? ((uint64_t)b + 1) * bs : off + len;
-        if (w->bat[b] != VHD_BAT_UNUSED) {
-            if (w->ws.ioq && (r = set_err(w, ioq_drain(w->ws.ioq))) < 0)
-                return r;
-            uint64_t host = (uint64_t)w->bat[b] * VHD_SECTOR + w->bitmap_bytes + o % bs;
-            for (uint64_t k = 0; k < end - o;) {
-                size_t n = end - o - k < sizeof(zeros) ? (size_t)(end - o - k) : sizeof(zeros);
-                if ((r = set_err(w, bfile_pwrite(bd->file, zeros, n, host + k))) < 0)
-                    return r;
-                k += n;
-            }
-        }
-        o = end;
-    }
-    return 0;
+    return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
 }
 
 static int d_finish(struct bd *bd)
@@ -264,6 +238,23 @@ static int x_write_zeroes(struct bd *bd, uint64_t off, uint64_t len)
     return wstate_check(&to_w(bd)->ws, bd->size, off, len, "write_zeroes");
 }
 
+/* Copy offload: the disk is the file's first bytes, as in raw. */
+static int x_map_for_offload(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
+                             struct bfile **f, uint64_t *host, uint64_t *mapped)
+{
+    int r;
+
+    (void)align;
+    if (bd->file->kind != BFILE_REGULAR || bd->file->fd < 0)
+        return -ENOTSUP;
+    if ((r = wstate_check(&to_w(bd)->ws, bd->size, off, len, "offload")) < 0)
+        return r;
+    *f = bd->file;
+    *host = off;
+    *mapped = len;
+    return 0;
+}
+
 static int x_finish(struct bd *bd)
 {
     struct vhdw *w = to_w(bd);
@@ -310,6 +301,7 @@ const struct bd_driver bd_vhdw_fixed = {
     .create = vhdw_create,
     .pwrite = x_pwrite,
     .write_zeroes = x_write_zeroes,
+    .map_for_offload = x_map_for_offload,
     .finish = x_finish,
     .abort = w_abort,
     .close = w_close,

@@ -9,6 +9,7 @@
 
 #include "formats/vhdx/format.h"
 #include "formats/vhdx/write.h"
+#include "formats/writer_util.h"
 #include "io/bfile.h"
 #include "io/ioq.h"
 #include "util/diag.h"
@@ -105,14 +106,8 @@ int vhdxw_create(struct bd **out, struct bfile *f, const struct bd_create_opts *
         r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");
         goto fail;
     }
-    if (ftruncate(f->fd, 0) < 0) {
-        r = diag_errno(d, -errno, f->path, -1, "cannot truncate");
+    if ((r = wfile_fresh(f, p.fixed ? w->l.data_off + w->l.blocks * p.block_size : 0, d)) < 0)
         goto fail;
-    }
-    if (p.fixed && ftruncate(f->fd, (off_t)(w->l.data_off + w->l.blocks * p.block_size)) < 0) {
-        r = diag_errno(d, -errno, f->path, -1, "cannot set the size");
-        goto fail;
-    }
     *out = &w->bd;
     return 0;
 fail:

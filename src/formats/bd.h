@@ -160,7 +160,8 @@ struct bd_bitmap_op {
 /* What a driver's output side can do (bd_driver.caps), so that no command
  * decides by a driver's name.  STREAM_OUT, STREAM_TWO_PASS, UNKNOWN_SIZE,
  * INPLACE and BACKING describe a format (the registered drivers);
- * ALL_COMPRESSED and IN_ORDER the writer that create() returns. */
+ * ALL_COMPRESSED, IN_ORDER and OFFLOAD_LATE the writer that create()
+ * returns. */
 #define BD_CAP_STREAM_OUT      0x01  /* can be written to a pipe */
 #define BD_CAP_STREAM_TWO_PASS 0x02  /* ... only from a seekable source: the
                                         content is read twice (next_pass) */
@@ -173,6 +174,10 @@ struct bd_bitmap_op {
                                         compress(), -c or not */
 #define BD_CAP_IN_ORDER        0x20  /* writer: writes must come in offset
                                         order (no -W) */
+#define BD_CAP_OFFLOAD_LATE    0x80  /* writer: a range map_for_offload gave
+                                        may be filled at any time before
+                                        finish, after later calls (raw: the
+                                        file is the image) */
 
 struct bd_driver {
     const char *name;

@@ -984,7 +984,11 @@ static int alloc_slots(struct cv *cv)
     size_t per_job = cv->chunk * (1 + (o->out_backing != NULL) + (o->compress != 0));
     unsigned n = o->inflight ? o->inflight : 8;
     size_t max_granules = cv->chunk / cv->granule + 2;
-    size_t max_runs = cv->chunk / (cv->scan_granule < cv->granule ? cv->scan_granule : cv->granule) + 2;
+    /* runs come per output granule over a backing file (-B), else from the
+     * zero scan, whose runs are whole scan units (but the first and last):
+     * sized for that, not for raw's 512-byte granule (8 times the memory,
+     * all of it cleared and faulted in before the first byte is read) */
+    size_t max_runs = cv->chunk / (o->out_backing ? cv->granule : cv->scan_granule) + 2;
 
     if (n > BUFFER_BUDGET / per_job)
         n = (unsigned)(BUFFER_BUDGET / per_job);

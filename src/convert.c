@@ -926,7 +926,10 @@ static int write_offload(struct cv *cv, struct job *j, const struct run *run)
         }
         if (r < 0)
             return r;
-        if ((out->drv->caps & BD_CAP_OFFLOAD_LATE) && host % cv->ofl.blksize == 0 &&
+        /* gathered only while clones work: a clone costs per call (btrfs),
+         * an in-kernel copy (ext4) per byte */
+        if ((out->drv->caps & BD_CAP_OFFLOAD_LATE) && cv->ofl.clone_ok &&
+            host % cv->ofl.blksize == 0 &&
             mapped % cv->ofl.blksize == 0 && mapped <= PEND_MAX) {
             if ((r = pend_add(cv, j, rel, f, host, mapped)) < 0)
                 return r;

@@ -123,7 +123,6 @@ static const struct offload_map *map_of(struct offload_maps *maps, int fd)
         m->fd = fd;
         m->base = NULL;
         m->len = 0;
-        m->lo = m->hi = m->scanned = 0;
         pthread_once(&bus_once, install_sigbus);
         if (!bus_err && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
             (uint64_t)st.st_size <= MAP_MAX) {
@@ -137,34 +136,6 @@ static const struct offload_map *map_of(struct offload_maps *maps, int fd)
     }
     pthread_mutex_unlock(&maps->lock);
     return found && found->base ? found : NULL;
-}
-
-/* Count [off, +len) as scanned in m; past OFFLOAD_DROP_EVERY bytes, drop
- * the page-table entries of the span scanned since the last drop.  A range
- * another worker is still scanning may lose its entries too: it faults them
- * in again, nothing worse.  Measured against a drop per job (1 MiB): the
- * same work without a TLB shoot-down to the other threads each time. */
-static void drop_scanned(struct offload_maps *maps, struct offload_map *m, uint64_t off,
-                         size_t len)
-{
-    uint64_t lo, hi;
-
-    pthread_mutex_lock(&maps->lock);
-    if (m->scanned == 0 || off < m->lo)
-        m->lo = off;
-    if (m->scanned == 0 || off + len > m->hi)
-        m->hi = off + len;
-    m->scanned += len;
-    bool drop = m->scanned >= OFFLOAD_DROP_EVERY;
-    lo = m->lo;
-    hi = m->hi;
-    if (drop)
-        m->scanned = 0;
-    pthread_mutex_unlock(&maps->lock);
-    if (drop) {
-        lo -= lo % (uint64_t)page_size();
-        madvise((void *)(m->base + lo), (size_t)(hi - lo), MADV_DONTNEED);
-    }
 }
 
 ssize_t offload_scan_runs(struct offload_maps *maps, int fd, uint64_t off, size_t len,
@@ -194,6 +165,11 @@ ssize_t offload_scan_runs(struct offload_maps *maps, int fd, uint64_t off, size_
     if (inj < 0)
         return inj;
     ssize_t n = guarded_scan(m->base + off, len, base, granule, min_zero, runs);
-    drop_scanned(maps, (struct offload_map *)m, off, len);
+    /* the range's page-table entries go now, in this worker, while the
+     * writer works, not all at once in the final munmap; and the process's
+     * resident set holds only the ranges being scanned, not every byte of
+     * the source it has looked at */
+    uint64_t a = off - off % (uint64_t)page_size();
+    madvise((void *)(m->base + a), (size_t)(off + len - a), MADV_DONTNEED);
     return n;
 }

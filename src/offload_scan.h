@@ -11,10 +11,7 @@
  * Each source file is mapped once, whole, on first use (mapping and
  * unmapping per range costs more than the scan: page-table locks and TLB
  * shoot-downs across the worker threads), and unmapped by
- * offload_maps_free().  The page-table entries of what was scanned are
- * dropped (MADV_DONTNEED) once per OFFLOAD_DROP_EVERY bytes scanned, by
- * the worker that crosses it: page tables stay bounded for any size of
- * source, and there is one TLB shoot-down per batch, not per range.  A range past what was mapped, or past the file's
+ * offload_maps_free().  A range past what was mapped, or past the file's
  * size now, is not scanned here: the caller reads it the usual way, which
  * reports a file that shrank.
  *
@@ -36,7 +33,6 @@
 #include "zerodetect/zerodetect.h"
 
 #define OFFLOAD_MAPS_MAX 16     /* source files mapped; more are read */
-#define OFFLOAD_DROP_EVERY (UINT64_C(64) << 20)
 /* offload_scan_runs: read this range instead; the file shrank or failed
  * to read under the scan (SIGBUS).  Both below every -errno. */
 #define OFFLOAD_SCAN_READ ((ssize_t)-(1 << 20))
@@ -49,9 +45,6 @@ struct offload_maps {
         int fd;
         const uint8_t *base;    /* NULL: this file is not mapped (read it) */
         uint64_t len;
-        /* scanned since the last drop of page-table entries: the span
-         * [lo, hi) of file offsets, and how many bytes (under lock) */
-        uint64_t lo, hi, scanned;
     } m[OFFLOAD_MAPS_MAX];
 };
 

@@ -88,6 +88,14 @@ struct cv {
     bool map_refused;          /* the output's map_for_offload said no */
     struct offload ofl;
     uint32_t ofl_unit;         /* pieces offloaded: multiples of this */
+    /* an output with BD_CAP_OFFLOAD_LATE (raw): adjacent offload ranges,
+     * across runs and jobs, gathered into one call (len 0: none) */
+    struct {
+        const struct bfile *src;
+        struct bfile *out;
+        uint64_t src_off, out_off, len;
+    } pend;
+    uint8_t *bounce;           /* what the kernel refuses of them, copied */
 
     bool size_unknown;         /* a raw stream: the size is found at EOF */
     uint64_t *src_start;       /* where each source starts (source_start) */
@@ -828,6 +836,70 @@ static int place_mapped(struct cv *cv, struct job *j, uint64_t rel, struct bfile
     return 0;
 }
 
+/* Most bytes gathered into one offload call: big enough that a file system
+ * whose clone costs per call (btrfs) sees few calls, small enough that the
+ * kernel's work keeps pace with the workers' scans. */
+#define PEND_MAX (16u << 20)
+
+/* The gathered offload range, placed now: by the kernel, and what it
+ * refuses read from the source file and written. */
+static int pend_flush(struct cv *cv)
+{
+    uint64_t done = 0, len = cv->pend.len;
+    struct bfile *f = cv->pend.out;
+    /* the source is only read here (bfile_pread takes it writable) */
+    struct bfile *src = (struct bfile *)cv->pend.src;
+    int r;
+
+    if (len == 0)
+        return 0;
+    cv->pend.len = 0;
+    if (offload_usable_from(&cv->ofl, src->fd)) {
+        r = offload_range(&cv->ofl, src->fd, cv->pend.src_off, f->fd, cv->pend.out_off, len,
+                          &done);
+        if (r < 0 && cv->ofl.no_progress)
+            return diag_fail(cv->d, r, f->path, (int64_t)(cv->pend.out_off + done),
+                             "write failed: no progress");
+        if (r < 0)
+            return diag_errno(cv->d, r, f->path, (int64_t)(cv->pend.out_off + done),
+                              "write failed");
+    }
+    if (done < len && !cv->bounce && posix_memalign((void **)&cv->bounce, 4096, cv->chunk))
+        return diag_fail(cv->d, -ENOMEM, NULL, -1, "out of memory");
+    while (done < len) {
+        size_t n = (size_t)min_u64(len - done, cv->chunk);
+        if ((r = bfile_pread(src, cv->bounce, n, cv->pend.src_off + done)) < 0 ||
+            (r = bfile_pwrite(f, cv->bounce, n, cv->pend.out_off + done)) < 0)
+            return r;
+        done += n;
+    }
+    return 0;
+}
+
+/* [rel, +len) of job j goes to host in f, later: joined to the gathered
+ * range when it continues it in both files, else after it is placed. */
+static int pend_add(struct cv *cv, const struct job *j, uint64_t rel, struct bfile *f,
+                    uint64_t host, uint64_t len)
+{
+    uint64_t src_off = j->src_host + rel;
+    int r;
+
+    if (cv->pend.len && cv->pend.src == j->src_file && cv->pend.out == f &&
+        cv->pend.src_off + cv->pend.len == src_off && cv->pend.out_off + cv->pend.len == host &&
+        cv->pend.len + len <= PEND_MAX) {
+        cv->pend.len += len;
+        return 0;
+    }
+    if ((r = pend_flush(cv)) < 0)
+        return r;
+    cv->pend.src = j->src_file;
+    cv->pend.out = f;
+    cv->pend.src_off = src_off;
+    cv->pend.out_off = host;
+    cv->pend.len = len;
+    return 0;
+}
+
 /* A RUN_OFFLOAD run: the output maps each piece (map_for_offload), the
  * kernel puts the source's bytes there; what it refuses is read and
  * written here, and once refused, the rest of the run goes by write_data. */
@@ -854,6 +926,17 @@ static int write_offload(struct cv *cv, struct job *j, const struct run *run)
         }
         if (r < 0)
             return r;
+        /* gathered only while clones work: a clone costs per call (btrfs),
+         * an in-kernel copy (ext4) per byte */
+        if ((out->drv->caps & BD_CAP_OFFLOAD_LATE) && cv->ofl.clone_ok &&
+            host % cv->ofl.blksize == 0 &&
+            mapped % cv->ofl.blksize == 0 && mapped <= PEND_MAX) {
+            if ((r = pend_add(cv, j, rel, f, host, mapped)) < 0)
+                return r;
+            cv->st->written += mapped;
+            pos += mapped;
+            continue;
+        }
         r = place_mapped(cv, j, rel, f, host, mapped);
         if (out->drv->offload_done) {
             int e = out->drv->offload_done(out, r);
@@ -904,7 +987,11 @@ static int alloc_slots(struct cv *cv)
     size_t per_job = cv->chunk * (1 + (o->out_backing != NULL) + (o->compress != 0));
     unsigned n = o->inflight ? o->inflight : 8;
     size_t max_granules = cv->chunk / cv->granule + 2;
-    size_t max_runs = cv->chunk / (cv->scan_granule < cv->granule ? cv->scan_granule : cv->granule) + 2;
+    /* runs come per output granule over a backing file (-B), else from the
+     * zero scan, whose runs are whole scan units (but the first and last):
+     * sized for that, not for raw's 512-byte granule (8 times the memory,
+     * all of it cleared and faulted in before the first byte is read) */
+    size_t max_runs = cv->chunk / (o->out_backing ? cv->granule : cv->scan_granule) + 2;
 
     if (n > BUFFER_BUDGET / per_job)
         n = (unsigned)(BUFFER_BUDGET / per_job);
@@ -967,6 +1054,7 @@ static void free_slots(struct cv *cv)
     free(cv->slots);
     free(cv->order);
     free(cv->zero_chunk);
+    free(cv->bounce);
     free(cv->zero_cgran);
     free(cv->zero_ctail);
 }
@@ -1110,8 +1198,11 @@ static int run_loop(struct cv *cv, struct ioq *ioq)
         }
         bool done = cv->plan_pos >= cv->total && all_free(cv);
         pthread_mutex_unlock(&cv->lock);
-        if (done)
+        if (done) {
+            if ((r = pend_flush(cv)) < 0)
+                set_error(cv, r);
             break;
+        }
         if (ioq && ioq_inflight(ioq)) {
             if ((r = ioq_wait(ioq)) < 0) {
                 set_error(cv, r);

@@ -58,6 +58,20 @@ for fs in xfs btrfs; do
     a=$(alloc o.raw); s=$(alloc src.raw)
     [ "$a" -lt "$s" ] || fail "$fs: raw output ($a) not sparser than the source ($s) with its written zeros"
 
+    # into raw, adjacent ranges are gathered into one clone call across
+    # jobs: out of order (-W), cut short by the fault injector (the rest of
+    # a gathered range resumed), and a failing clone inside one (the run
+    # fails, nothing left behind)
+    ok "$DISKIMG" convert -W -f raw -O raw src.raw w.raw
+    cmp src.raw w.raw || fail "$fs -W raw: differs"
+    ok env DISKIMG_FAULT=write:1+:short "$DISKIMG" convert -f raw -O raw src.raw s.raw
+    cmp src.raw s.raw || fail "$fs short clones: differs"
+    for k in 1 2 3; do
+        expect_error "write failed" env DISKIMG_FAULT=write:$k:EIO "$DISKIMG" convert -f raw -O raw src.raw e.raw
+        [ ! -e e.raw ] || fail "$fs: e.raw left after a failed clone ($k)"
+        ls -A | grep -q '^\.\?e\.raw' && fail "$fs: a temporary output left after a failed clone ($k)"
+    done
+
     # -n into an existing raw and an existing qcow2 target
     head -c 16M /dev/urandom > n.raw
     "$DISKIMG" convert -v -n -f raw -O raw src.raw n.raw 2>n.err || { cat n.err >&2; fail "$fs -n raw"; }

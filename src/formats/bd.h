@@ -167,7 +167,8 @@ struct bd_bitmap_op {
 /* What a driver's output side can do (bd_driver.caps), so that no command
  * decides by a driver's name.  STREAM_OUT, STREAM_TWO_PASS, UNKNOWN_SIZE,
  * INPLACE and BACKING describe a format (the registered drivers);
- * ALL_COMPRESSED and IN_ORDER the writer that create() returns. */
+ * ALL_COMPRESSED, IN_ORDER and OFFLOAD_LATE the writer that create()
+ * returns. */
 #define BD_CAP_STREAM_OUT      0x01  /* can be written to a pipe */
 #define BD_CAP_STREAM_TWO_PASS 0x02  /* ... only from a seekable source: the
                                         content is read twice (next_pass) */
@@ -180,6 +181,10 @@ struct bd_bitmap_op {
                                         compress(), -c or not */
 #define BD_CAP_IN_ORDER        0x20  /* writer: writes must come in offset
                                         order (no -W) */
+#define BD_CAP_OFFLOAD_LATE    0x80  /* writer: a range map_for_offload gave
+                                        may be filled at any time before
+                                        finish, after later calls (raw: the
+                                        file is the image) */
 
 struct bd_driver {
     const char *name;
@@ -239,9 +244,9 @@ struct bd_driver {
      * aligned, never written before) as if it were written, and say where
      * its bytes go: *f at *host, for the first *mapped bytes (> 0, whole
      * granules or up to the image's end; contiguous in *f), with *host
-     * congruent to off modulo `align` (a power of two) where the layout
-     * allows (else the bytes cannot be cloned, only copied: dynamic VHD and
-     * VDI data lie a sector past a block boundary).  The caller puts
+     * congruent to off modulo `align` (a power of two; dynamic VHD and VDI,
+     * whose data lie a sector past a block boundary, have no such hook).
+     * The caller puts
      * exactly those bytes there (FICLONERANGE, copy_file_range or pwrite)
      * before its next call into the driver (then offload_done, if set),
      * and calls again for the rest.  -ENOTSUP (nothing recorded): this

@@ -80,7 +80,7 @@ static void raw_close(struct bd *bd)
 
 const struct bd_driver bd_raw = {
     .name = "raw",
-    .caps = BD_CAP_STREAM_OUT | BD_CAP_UNKNOWN_SIZE | BD_CAP_INPLACE,
+    .caps = BD_CAP_STREAM_OUT | BD_CAP_UNKNOWN_SIZE | BD_CAP_INPLACE | BD_CAP_OFFLOAD_LATE,
     .create_options_help =
         "Supported raw options:\n"
         "  preallocation=<str>    - Preallocation mode (allowed values: off)\n"

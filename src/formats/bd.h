@@ -168,7 +168,8 @@ struct bd_bitmap_op {
  * decides by a driver's name.  STREAM_OUT, STREAM_TWO_PASS, UNKNOWN_SIZE,
  * INPLACE and BACKING describe a format (the registered drivers);
  * ALL_COMPRESSED, IN_ORDER and OFFLOAD_LATE the writer that create()
- * returns. */
+ * returns (OFFLOAD_LATE stands on raw's format driver: its writer is that
+ * driver). */
 #define BD_CAP_STREAM_OUT      0x01  /* can be written to a pipe */
 #define BD_CAP_STREAM_TWO_PASS 0x02  /* ... only from a seekable source: the
                                         content is read twice (next_pass) */

@@ -8,9 +8,11 @@
 #include "check.h"
 #include "formats/registry.h"
 
+/* OFFLOAD_LATE is the writer's, and may stand on a format whose writer is
+ * the format's own driver (raw: the file is the image) */
 #define FORMAT_CAPS (BD_CAP_STREAM_OUT | BD_CAP_STREAM_TWO_PASS | BD_CAP_UNKNOWN_SIZE | \
-                     BD_CAP_INPLACE | BD_CAP_BACKING)
-#define WRITER_CAPS (BD_CAP_ALL_COMPRESSED | BD_CAP_IN_ORDER)
+                     BD_CAP_INPLACE | BD_CAP_BACKING | BD_CAP_OFFLOAD_LATE)
+#define WRITER_CAPS (BD_CAP_ALL_COMPRESSED | BD_CAP_IN_ORDER | BD_CAP_OFFLOAD_LATE)
 
 static bool is_format(const struct bd_driver *d)
 {

@@ -264,22 +264,6 @@ static int write_grain(struct vmdk_ip *ip, uint32_t xi, const uint8_t *buf, uint
     return ip->n_pend == VMDK_IP_BATCH ? flush_pending(ip) : 0;
 }
 
-/* The extent holding guest byte `off`. */
-static uint32_t find_ext(const struct vmdk *v, uint64_t off)
-{
-    size_t lo = 0, hi = v->n_ext;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v->ext[mid].start <= off)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    while (lo + 1 < v->n_ext && v->ext[lo].start + v->ext[lo].len <= off)
-        lo++;
-    return (uint32_t)lo;
-}
-
 static int write_range(struct vmdk_ip *ip, const uint8_t *buf, uint64_t len, uint64_t off)
 {
     struct vmdk *v = ip->rd;
@@ -288,7 +272,7 @@ static int write_range(struct vmdk_ip *ip, const uint8_t *buf, uint64_t len, uin
     if (off > v->bd.size || len > v->bd.size - off)
         return FAIL(ip, -EINVAL, v->bd.filename, -1, "write past the end of the image");
     while (len && r == 0) {
-        uint32_t xi = find_ext(v, off);
+        uint32_t xi = (uint32_t)(vmdk_find_extent(v, off) - v->ext);
         struct vmdk_extent *x = &v->ext[xi];
         uint64_t rel = off - x->start, n = x->len - rel < len ? x->len - rel : len;
         switch (x->type) {

@@ -394,8 +394,7 @@ static int vmdk_open(struct bd **out, struct bfile *f, const struct bd_open_opts
 
 /* --- reading --------------------------------------------------------------------- */
 
-/* The extent holding guest offset `off` (< bd.size). */
-static struct vmdk_extent *find_extent(struct vmdk *v, uint64_t off)
+struct vmdk_extent *vmdk_find_extent(const struct vmdk *v, uint64_t off)
 {
     size_t lo = 0, hi = v->n_ext;
     while (hi - lo > 1) {
@@ -442,7 +441,7 @@ static int vmdk_block_status(struct bd *bd, uint64_t off, uint64_t len, struct b
 
     if (v->streaming)
         return vmdk_stream_block_status(v, off, len, e);
-    struct vmdk_extent *x = find_extent(v, off);
+    struct vmdk_extent *x = vmdk_find_extent(v, off);
     uint64_t n = x->start + x->len - off;
     if (n > len)
         n = len;
@@ -476,7 +475,7 @@ static int vmdk_pread(struct bd *bd, void *buf, size_t len, uint64_t off)
     if (v->streaming)
         return vmdk_stream_pread(v, buf, len, off);
     while (len) {
-        struct vmdk_extent *x = find_extent(v, off);
+        struct vmdk_extent *x = vmdk_find_extent(v, off);
         uint64_t left = x->start + x->len - off;
         size_t n = left < len ? (size_t)left : len;
         int r = 0;

@@ -202,6 +202,10 @@ int vmdk_check_backing(struct bd *bd, const char *name, const char *fmt);
 int vmdk_inplace_create(struct bd **out, struct bfile *f, const struct bd_create_opts *o,
                         struct diag *d);
 
+/* open.c: the extent holding guest offset `off` (< bd.size); empty extents
+ * that share its start are passed over. */
+struct vmdk_extent *vmdk_find_extent(const struct vmdk *v, uint64_t off);
+
 /* True if reads of `f` must go forward (a pipe, or a slice of one). */
 bool vmdk_file_is_stream(const struct bfile *f);
 

@@ -721,7 +721,6 @@ static int write_zero_fill(struct cv *cv, struct job *j, uint64_t off, uint64_t 
     return 0;
 }
 
-/* Zeros over [off, off+len) (granule-aligned, or ending at the end). */
 /* The length to write of a range at off: the source's last sector whole,
  * when the output is larger (vpc and vdi round the size up), as qemu-img
  * sees every image in whole sectors; the bytes past the source's end are
@@ -736,6 +735,7 @@ static uint64_t out_len(const struct cv *cv, uint64_t off, uint64_t len)
     return len;
 }
 
+/* Zeros over [off, off+len) (granule-aligned, or ending at the end). */
 static int write_zeros(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
 {
     struct bd *out = cv->o->out;
@@ -811,6 +811,22 @@ static int job_bytes(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
     return j->filled ? 0 : source_read(cv, j->buf + off, j->off + off, len);
 }
 
+/* [src_off, +len) of the source file src_fd into f at host by the kernel
+ * (clone or in-kernel copy); *done says how far it got.  An error is a
+ * write error of f. */
+static int kernel_place(struct cv *cv, int src_fd, uint64_t src_off, struct bfile *f,
+                        uint64_t host, uint64_t len, uint64_t *done)
+{
+    int r = offload_range(&cv->ofl, src_fd, src_off, f->fd, host, len, done);
+
+    if (r < 0 && cv->ofl.no_progress)
+        return diag_fail(cv->d, r, f->path, (int64_t)(host + *done),
+                         "write failed: no progress");
+    if (r < 0)
+        return diag_errno(cv->d, r, f->path, (int64_t)(host + *done), "write failed");
+    return 0;
+}
+
 /* Bytes [rel, rel+len) of the job into f at host, which the output
  * mapped: by the kernel, or what it refuses (or what is not aligned in the
  * output) read and written here. */
@@ -820,15 +836,9 @@ static int place_mapped(struct cv *cv, struct job *j, uint64_t rel, struct bfile
     uint64_t done = 0;
     int r;
 
-    if (host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0) {
-        r = offload_range(&cv->ofl, j->src_file->fd, j->src_host + rel, f->fd, host, len,
-                          &done);
-        if (r < 0 && cv->ofl.no_progress)
-            return diag_fail(cv->d, r, f->path, (int64_t)(host + done),
-                             "write failed: no progress");
-        if (r < 0)
-            return diag_errno(cv->d, r, f->path, (int64_t)(host + done), "write failed");
-    }
+    if (host % cv->ofl.blksize == 0 && len % cv->ofl.blksize == 0 &&
+        (r = kernel_place(cv, j->src_file->fd, j->src_host + rel, f, host, len, &done)) < 0)
+        return r;
     if (done < len && ((r = job_bytes(cv, j, rel + done, len - done)) < 0 ||
                        (r = bfile_pwrite(f, j->buf + rel + done, (size_t)(len - done),
                                          host + done)) < 0))
@@ -854,16 +864,9 @@ static int pend_flush(struct cv *cv)
     if (len == 0)
         return 0;
     cv->pend.len = 0;
-    if (offload_usable_from(&cv->ofl, src->fd)) {
-        r = offload_range(&cv->ofl, src->fd, cv->pend.src_off, f->fd, cv->pend.out_off, len,
-                          &done);
-        if (r < 0 && cv->ofl.no_progress)
-            return diag_fail(cv->d, r, f->path, (int64_t)(cv->pend.out_off + done),
-                             "write failed: no progress");
-        if (r < 0)
-            return diag_errno(cv->d, r, f->path, (int64_t)(cv->pend.out_off + done),
-                              "write failed");
-    }
+    if (offload_usable_from(&cv->ofl, src->fd) &&
+        (r = kernel_place(cv, src->fd, cv->pend.src_off, f, cv->pend.out_off, len, &done)) < 0)
+        return r;
     if (done < len && !cv->bounce && posix_memalign((void **)&cv->bounce, 4096, cv->chunk))
         return diag_fail(cv->d, -ENOMEM, NULL, -1, "out of memory");
     while (done < len) {

@@ -1,6 +1,7 @@
 #!/bin/bash
 # copy offload on loop-mounted XFS (reflink=1) and btrfs: raw -> raw,
-# qcow2 -> raw, raw -> qcow2, qcow2 -> qcow2, a vmdk flat source, and -n
+# qcow2 -> raw, raw -> qcow2, qcow2 -> qcow2, a vmdk flat source, raw ->
+# fixed VHD, and -n
 # into raw and qcow2 targets.  Each output is identical to its source
 # (qemu-img compare; qemu-img check clean for qcow2), its data extents are
 # really shared with the source (FIEMAP's shared flag, -v's count), and it
@@ -25,8 +26,11 @@ case_() {
     local shared; shared=$(offload_bytes 1 "$name.err")
     [ -n "$shared" ] && [ "$shared" -gt 0 ] || { cat "$name.err" >&2; fail "$fs $name: nothing shared"; }
     [ "$(shared_extents "$out")" -gt 0 ] || { filefrag -v "$out" >&2; fail "$fs $name: FIEMAP shows no shared extent"; }
-    qemu-img compare -q "$src_ref" "$out" || fail "$fs $name: output differs from the source"
-    qemu-img compare -q "off-$out" "$out" || fail "$fs $name: output differs from --copy-offload=off"
+    # (qemu-img probes a fixed VHD as raw: its format is given)
+    local F=(); [ "$fmt" = vpc ] && F=(-F vpc)
+    qemu-img compare -q "${F[@]}" "$src_ref" "$out" || fail "$fs $name: output differs from the source"
+    [ "$fmt" = vpc ] && F=(-f vpc -F vpc)
+    qemu-img compare -q "${F[@]}" "off-$out" "$out" || fail "$fs $name: output differs from --copy-offload=off"
     if [ "$fmt" = qcow2 ]; then
         qemu-img check -q "$out" || fail "$fs $name: qemu-img check"
     fi
@@ -54,6 +58,8 @@ for fs in xfs btrfs; do
     case_ raw-qcow2 r.qcow2 qcow2 -f raw -O qcow2 src.raw
     case_ qcow2-qcow2 q.qcow2 qcow2 -O qcow2 src.qcow2
     case_ vmdkflat-raw v.raw raw -O raw src.vmdk
+    # a fixed VHD is its disk's bytes and a footer: shared like raw
+    case_ raw-vhdfixed f.vhd vpc -f raw -O vpc -o subformat=fixed,force_size=on src.raw
     # the written zeros were holes in the output, not shared zeros
     a=$(alloc o.raw); s=$(alloc src.raw)
     [ "$a" -lt "$s" ] || fail "$fs: raw output ($a) not sparser than the source ($s) with its written zeros"

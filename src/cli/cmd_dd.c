@@ -208,18 +208,12 @@ int cmd_dd(int argc, char **argv)
         return 1;
     }
 
-    struct bd_open_opts oo = { .format = a.fmt };
-    char *in_path = NULL;
-    if (a.image_opts) {
-        if (a.fmt) {
-            cli_error("--image-opts and --format are mutually exclusive");
-            return 1;
-        }
-        if (cli_image_opts(a.in, &in_path, &oo.format))
-            return 1;
-    }
-    r = bd_open(&in, in_path ? in_path : as_file(a.in), &oo, &d);
-    free(in_path);
+    struct cli_image im;
+    if (cli_image_arg(&im, a.in, a.image_opts, a.fmt))
+        return 1;
+    struct bd_open_opts oo = { .format = im.format };
+    r = bd_open(&in, a.image_opts ? im.path : as_file(a.in), &oo, &d);
+    cli_image_free(&im);
     if (r < 0)
         goto fail;
     /* as qemu-img: the input's size must be known before the copy */

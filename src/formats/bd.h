@@ -247,10 +247,10 @@ struct bd_driver {
      * granules or up to the image's end; contiguous in *f), with *host
      * congruent to off modulo `align` (a power of two; dynamic VHD and VDI,
      * whose data lie a sector past a block boundary, have no such hook).
-     * The caller puts
-     * exactly those bytes there (FICLONERANGE, copy_file_range or pwrite)
-     * before its next call into the driver (then offload_done, if set),
-     * and calls again for the rest.  -ENOTSUP (nothing recorded): this
+     * The caller puts exactly those bytes there (FICLONERANGE,
+     * copy_file_range or pwrite) before its next call into the driver
+     * (then offload_done, if set; with BD_CAP_OFFLOAD_LATE, at any time
+     * before finish), and calls again for the rest.  -ENOTSUP (nothing recorded): this
      * output cannot; write the range with pwrite instead. */
     int (*map_for_offload)(struct bd *bd, uint64_t off, uint64_t len, uint32_t align,
                            struct bfile **f, uint64_t *host, uint64_t *mapped);

@@ -84,6 +84,8 @@ struct cv {
     /* copy offload */
     bool offload;              /* on for this run */
     bool offload_pread;        /* scan by reading into the buffer (no mmap) */
+    bool offload_scan_all;     /* scan all data through the mapping, not samples */
+    bool offload_sample_read;  /* read the blocks samples pick (no mapping) */
     struct offload_maps maps;  /* the sources mapped for the scan */
     bool map_refused;          /* the output's map_for_offload said no */
     struct offload ofl;
@@ -562,8 +564,12 @@ static int offload_job(struct cv *cv, struct job *j)
 
     if (!cv->offload_pread) {
         j->filled = false;
-        ssize_t n = offload_scan_runs(&cv->maps, j->src_file->fd, j->src_host, (size_t)j->len,
-                                      j->off, cv->scan_granule, min_zero, j->zruns);
+        ssize_t n = cv->offload_scan_all
+            ? offload_scan_runs(&cv->maps, j->src_file->fd, j->src_host, (size_t)j->len,
+                                j->off, cv->scan_granule, min_zero, j->zruns)
+            : offload_sample_runs(cv->offload_sample_read ? NULL : &cv->maps, j->src_file->fd,
+                                  j->src_host, (size_t)j->len, j->off, cv->scan_granule,
+                                  min_zero, j->buf, j->zruns);
         if (n == OFFLOAD_SCAN_GONE)
             return diag_fail(cv->d, -EIO, j->src_file->path, (int64_t)j->src_host,
                              "read failed: the file shrank, or could not be read, "
@@ -1225,7 +1231,8 @@ static int run_loop(struct cv *cv, struct ioq *ioq)
 
 /* Copy offload for this run?  Sets cv->offload and the unit, or says in
  * stats why not.  DISKIMG_OFFLOAD (tests, benchmarks): a comma list of
- * noclone, nocopy (leave a method out) and pread (scan by reading into the
+ * noclone, nocopy (leave a method out), copy=local (copy_file_range in
+ * auto mode on a local file system too) and pread (scan by reading into the
  * buffers, not through a mapping). */
 static void setup_offload(struct cv *cv)
 {
@@ -1252,9 +1259,15 @@ static void setup_offload(struct cv *cv)
         cv->st->offload_off = why;
         return;
     }
-    offload_init(&cv->ofl, out->file->fd, !(env && strstr(env, "noclone")),
-                 !(env && strstr(env, "nocopy")));
+    /* auto: copy_file_range only where it is not a local page-cache copy
+     * (io/offload.h); required (-C) asks for it everywhere */
+    bool copy = !(env && strstr(env, "nocopy")) &&
+                (o->offload == CONVERT_OFFLOAD_REQUIRED || (env && strstr(env, "copy=local")) ||
+                 offload_copy_is_remote(out->file->fd));
+    offload_init(&cv->ofl, out->file->fd, !(env && strstr(env, "noclone")), copy);
     cv->offload_pread = env && strstr(env, "pread");
+    cv->offload_scan_all = env && strstr(env, "scanall");
+    cv->offload_sample_read = env && strstr(env, "sampleread");
     if (!cv->offload_pread)
         offload_maps_init(&cv->maps);
     cv->ofl_unit = cv->ofl.blksize > cv->granule ? cv->ofl.blksize : cv->granule;

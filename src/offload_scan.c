@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "io/fault.h"
+#include "zerodetect/zerodetect.h"
 
 /* Files larger than this are read, not mapped: the mapping must fit the
  * address space beside everything else (47 bits of it on x86-64). */
@@ -172,4 +173,160 @@ ssize_t offload_scan_runs(struct offload_maps *maps, int fd, uint64_t off, size_
     uint64_t a = off - off % (uint64_t)page_size();
     madvise((void *)(m->base + a), (size_t)(off + len - a), MADV_DONTNEED);
     return n;
+}
+
+/* --- the sampled scan ------------------------------------------------------ */
+
+/* pread all of len bytes: 0, OFFLOAD_SCAN_GONE at a short read (the file
+ * shrank), or -errno; counted by the fault injector. */
+static int read_exact(int fd, uint8_t *p, size_t len, uint64_t off)
+{
+    while (len) {
+        size_t want = len;
+        int inj = fault_inject(FAULT_READ, &want);
+        if (inj == -EINTR || inj == -EAGAIN)
+            continue;
+        if (inj < 0)
+            return inj;
+        ssize_t n = pread(fd, p, want, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return (int)OFFLOAD_SCAN_GONE;
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Is the sample at off all zeros?  1 yes, 0 no (or the file ends there:
+ * only for the sample past the range), or read_exact's answer. */
+static int sample_zero(int fd, uint64_t off, size_t max, bool past_end)
+{
+    uint8_t s[OFFLOAD_SAMPLE_BYTES];
+    size_t want = max < sizeof(s) ? max : sizeof(s);
+
+    if (past_end) {
+        ssize_t n;
+        while ((n = pread(fd, s, want, (off_t)off)) < 0 && errno == EINTR)
+            ;
+        if (n <= 0)
+            return 0;
+        want = (size_t)n;
+    } else {
+        int r = read_exact(fd, s, want, off);
+        if (r < 0)
+            return r;
+    }
+    return buffer_is_zero(s, want);
+}
+
+/* Append runs [rp, rp+n) after runs[0..*count): the first merged into the
+ * last when both are of one kind. */
+static void append_runs(struct zd_run *runs, size_t *count, const struct zd_run *rp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (*count && runs[*count - 1].zero == rp[i].zero &&
+            runs[*count - 1].off + runs[*count - 1].len == rp[i].off) {
+            runs[*count - 1].len += rp[i].len;
+            continue;
+        }
+        runs[(*count)++] = rp[i];
+    }
+}
+
+/* Zero runs shorter than min_zero become data, merged with the runs around. */
+static size_t drop_short_zeros(struct zd_run *runs, size_t n, size_t min_zero)
+{
+    size_t count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct zd_run r = runs[i];
+        if (r.zero && r.len < min_zero)
+            r.zero = false;
+        append_runs(runs, &count, &r, 1);
+    }
+    return count;
+}
+
+/* The whole block [off, off+len) of fd scanned for zero granules into
+ * runs: through m when there is one (0 or OFFLOAD_SCAN_GONE), else read
+ * into buf.  The count, or a negative answer. */
+static ssize_t scan_block(const struct offload_map *m, int fd, uint64_t off, size_t len,
+                          uint64_t base, size_t granule, uint8_t *buf, struct zd_run *runs)
+{
+    struct stat st;
+
+    /* min_zero 1: every zero granule; short runs are dropped at the end,
+     * once runs that cross blocks are whole */
+    if (m && off <= m->len && len <= m->len - off && fstat(fd, &st) == 0 &&
+        (uint64_t)st.st_size >= off + len)
+        return guarded_scan(m->base + off, len, base, granule, 1, runs);
+    int r = read_exact(fd, buf, len, off);
+    if (r < 0)
+        return r;
+    return (ssize_t)zd_scan_runs(buf, len, base, granule, 1, runs);
+}
+
+ssize_t offload_sample_runs(struct offload_maps *maps, int fd, uint64_t off, size_t len,
+                            uint64_t base, size_t granule, size_t min_zero, uint8_t *buf,
+                            struct zd_run *runs)
+{
+    const struct offload_map *m = maps ? map_of(maps, fd) : NULL;
+    bool mapped = false;
+    ssize_t err = 0;
+    const uint64_t B = granule > OFFLOAD_SAMPLE_BLOCK ? granule : OFFLOAD_SAMPLE_BLOCK;
+    size_t count = 0;
+
+    if (len == 0)
+        return 0;
+    if (min_zero == 0 || granule == 0)
+        return (ssize_t)zd_scan_runs(NULL, len, base, granule, 0, runs);
+    /* the current block is [b, nb); its sample and the next block's */
+    size_t b = 0, nb = (size_t)(B - base % B);
+    if (nb > len)
+        nb = len;
+    int zero_cur = sample_zero(fd, off, nb, false);
+    if (zero_cur < 0)
+        return zero_cur;
+    while (b < len) {
+        size_t ne = len - nb > B ? nb + (size_t)B : len;
+        int zero_next = nb < len ? sample_zero(fd, off + nb, ne - nb, false)
+                                 : sample_zero(fd, off + len, (size_t)B, true);
+        if (zero_next < 0)
+            return zero_next;
+        if (zero_cur || zero_next) {
+            /* read, every block into the start of buf: it stays in the
+             * cache, and the job's buffer is not faulted in page by page */
+            struct zd_run *tail = runs + count;
+            ssize_t n = scan_block(m, fd, off + b, nb - b, base + b, granule, buf, tail);
+            if (n < 0) {
+                err = n;
+                break;
+            }
+            mapped = mapped || m;
+            /* appended in place: entry i is copied before anything is
+             * written at or past it */
+            for (size_t i = 0; i < (size_t)n; i++) {
+                struct zd_run one = tail[i];
+                one.off += (uint32_t)b;
+                append_runs(runs, &count, &one, 1);
+            }
+        } else {
+            struct zd_run d = { (uint32_t)b, (uint32_t)(nb - b), false };
+            append_runs(runs, &count, &d, 1);
+        }
+        b = nb;
+        nb = ne;
+        zero_cur = zero_next;
+    }
+    if (mapped) {
+        /* as in offload_scan_runs: the page-table entries go now */
+        uint64_t a = off - off % (uint64_t)page_size();
+        madvise((void *)(m->base + a), (size_t)(off + len - a), MADV_DONTNEED);
+    }
+    return err ? err : (ssize_t)drop_short_zeros(runs, count, min_zero);
 }

@@ -135,6 +135,7 @@ static int open_target(struct outfile *of, const char *path, unsigned flags,
     r = bfile_from_fd(&of->f, fd, of->tmp, true, d);
     if (r < 0)
         return r;
+    bfile_set_prealloc(of->f);
     /* messages name the target, not the temporary file */
     free(of->f->path);
     of->f->path = strdup(path);
@@ -205,6 +206,7 @@ int outfile_add(struct outfile *of, const char *path, struct bfile **f,
     }
     if ((r = bfile_from_fd(f, fd, path, true, d)) < 0)
         return r;
+    bfile_set_prealloc(*f);
     *tmp = t;
     return 0;
 }

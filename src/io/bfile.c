@@ -9,10 +9,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "io/fault.h"
 #include "util/diag.h"
+
+/* EAGAIN answers in a row before a write gives up (as the write queue) */
+#define BFILE_MAX_RETRIES 1000
 
 /* The open-file registry (bfile.h): a list of the open regular files and
  * block devices, newest first. */
@@ -437,29 +441,52 @@ int bfile_pread(struct bfile *f, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+void bfile_set_prealloc(struct bfile *f)
+{
+    struct statfs sf;
+    int fl;
+
+    f->prealloc = f->kind == BFILE_REGULAR && f->fd >= 0 && f->size == 0 &&
+                  (fl = fcntl(f->fd, F_GETFL)) >= 0 && !(fl & O_DIRECT) &&
+                  fstatfs(f->fd, &sf) == 0 && sf.f_type == 0xEF53 /* ext2/3/4 */;
+}
+
+void bfile_prealloc(struct bfile *f, uint64_t off, size_t len)
+{
+    /* one thread writes a file at a time (the writer); relaxed atomics
+     * all the same, since a failure turns it off */
+    if (__atomic_load_n(&f->prealloc, __ATOMIC_RELAXED) && len &&
+        fallocate(f->fd, 0, (off_t)off, (off_t)len) < 0)
+        __atomic_store_n(&f->prealloc, false, __ATOMIC_RELAXED);
+}
+
 int bfile_pwrite(struct bfile *f, const void *buf, size_t len, uint64_t off)
 {
     size_t done = 0;
 
     if (f->fd < 0)
         return diag_fail(f->diag, -EROFS, f->path, (int64_t)off, "not writable");
+    if (f->kind == BFILE_REGULAR)
+        bfile_prealloc(f, off, len);
+    unsigned again = 0;
     while (done < len) {
         size_t want = len - done;
-        int inj = fault_inject(FAULT_WRITE, &want);
-        ssize_t n;
-        if (inj == -EINTR)
-            continue;
-        if (inj < 0)
-            return diag_errno(f->diag, inj, f->path, (int64_t)(off + done), "write failed");
-        if (f->kind == BFILE_STREAM)
-            n = write(f->fd, (const char *)buf + done, want);
-        else
-            n = pwrite(f->fd, (const char *)buf + done, want, (off_t)(off + done));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return diag_errno(f->diag, -errno, f->path, (int64_t)(off + done), "write failed");
+        int e = fault_inject(FAULT_WRITE, &want);
+        ssize_t n = -1;
+        if (e == 0) {
+            if (f->kind == BFILE_STREAM)
+                n = write(f->fd, (const char *)buf + done, want);
+            else
+                n = pwrite(f->fd, (const char *)buf + done, want, (off_t)(off + done));
+            e = n < 0 ? -errno : 0;
         }
+        /* EAGAIN: a non-blocking pipe or a file system asking to be asked
+         * again; retried like the write queue does, but not forever */
+        if (e == -EINTR || (e == -EAGAIN && ++again < BFILE_MAX_RETRIES))
+            continue;
+        if (e < 0)
+            return diag_errno(f->diag, e, f->path, (int64_t)(off + done), "write failed");
+        again = 0;
         if (n == 0)
             return diag_fail(f->diag, -EIO, f->path, (int64_t)(off + done),
                              "write failed: no progress");

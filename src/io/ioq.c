@@ -266,6 +266,7 @@ int ioq_pwrite(struct ioq *q, struct bfile *f, const void *buf, size_t len,
     if (q->err)
         return fail_now(q, q->err, done, opaque);
 
+    bfile_prealloc(f, off, len);
     struct ioq_req *r = q->free;
     q->free = r->next;
     *r = (struct ioq_req){ .f = f, .buf = buf, .len = len, .off = off, .cb = done,

@@ -569,7 +569,7 @@ static int offload_job(struct cv *cv, struct job *j)
                                 j->off, cv->scan_granule, min_zero, j->zruns)
             : offload_sample_runs(cv->offload_sample_read ? NULL : &cv->maps, j->src_file->fd,
                                   j->src_host, (size_t)j->len, j->off, cv->scan_granule,
-                                  min_zero, j->buf, j->zruns);
+                                  min_zero, j->buf, cv->chunk, j->zruns);
         if (n == OFFLOAD_SCAN_GONE)
             return diag_fail(cv->d, -EIO, j->src_file->path, (int64_t)j->src_host,
                              "read failed: the file shrank, or could not be read, "
@@ -1232,8 +1232,11 @@ static int run_loop(struct cv *cv, struct ioq *ioq)
 /* Copy offload for this run?  Sets cv->offload and the unit, or says in
  * stats why not.  DISKIMG_OFFLOAD (tests, benchmarks): a comma list of
  * noclone, nocopy (leave a method out), copy=local (copy_file_range in
- * auto mode on a local file system too) and pread (scan by reading into the
- * buffers, not through a mapping). */
+ * auto mode on a local file system too), pread (scan by reading into the
+ * buffers, not through a mapping), scanall (look at every 4 KiB unit
+ * through the mapping), sampleread / samplemap (sample, then read the
+ * blocks around zeros by pread / through the mapping on every file system;
+ * by default the mapping only on XFS). */
 static void setup_offload(struct cv *cv)
 {
     const struct convert_opts *o = cv->o;
@@ -1268,8 +1271,10 @@ static void setup_offload(struct cv *cv)
     cv->offload_pread = env && strstr(env, "pread");
     cv->offload_scan_all = env && strstr(env, "scanall");
     cv->offload_sample_read = env && strstr(env, "sampleread");
-    if (!cv->offload_pread)
+    if (!cv->offload_pread) {
         offload_maps_init(&cv->maps);
+        cv->maps.map_everywhere = env && strstr(env, "samplemap");
+    }
     cv->ofl_unit = cv->ofl.blksize > cv->granule ? cv->ofl.blksize : cv->granule;
     cv->offload = true;
 }

@@ -95,9 +95,13 @@ static void one_case(int fd, uint8_t *file, struct offload_maps *maps, size_t gr
 
     size_t cap = len / granule + 4;
     struct zd_run *exp = calloc(cap, sizeof(*exp)), *got = calloc(cap, sizeof(*got));
-    uint8_t *buf = malloc(B);
+    /* a buffer of one block up to the whole range and more: reads of
+     * several blocks, cut short by the buffer or not */
+    size_t buf_len = B + (rnd(2) ? rnd((uint32_t)(len + OFFLOAD_SAMPLE_BYTES + 1)) : 0);
+    uint8_t *buf = malloc(buf_len);
     size_t ne = zd_scan_runs(file + off, len, base, granule, min_zero, exp);
-    ssize_t ng = offload_sample_runs(maps, fd, off, len, base, granule, min_zero, buf, got);
+    ssize_t ng = offload_sample_runs(maps, fd, off, len, base, granule, min_zero, buf, buf_len,
+                                     got);
 
     CHECK(ng > 0, "case %d: %zd", iter, ng);
     if (ng <= 0)
@@ -169,6 +173,7 @@ int main(void)
         if (iter % 2) {
             struct offload_maps maps;
             offload_maps_init(&maps);
+            maps.map_everywhere = true;     /* the mapped path, on any fs */
             one_case(fd, file, &maps, g, mz, iter);
             offload_maps_free(&maps);
         } else {
@@ -185,7 +190,9 @@ int main(void)
         CHECK(pwrite(fd, file, MAXLEN, 0) == MAXLEN);
         CHECK(ftruncate(fd, MAXLEN / 2 + 100) == 0);
         offload_maps_init(&maps);
-        ssize_t n = offload_sample_runs(m ? &maps : NULL, fd, 0, MAXLEN, 0, 4096, 4096, buf, runs);
+        maps.map_everywhere = true;
+        ssize_t n = offload_sample_runs(m ? &maps : NULL, fd, 0, MAXLEN, 0, 4096, 4096, buf,
+                                        OFFLOAD_SAMPLE_BLOCK, runs);
         CHECK(n == OFFLOAD_SCAN_GONE || n == OFFLOAD_SCAN_READ, "short file: %zd", n);
         offload_maps_free(&maps);
         free(buf);

@@ -823,6 +823,10 @@ static int job_bytes(struct cv *cv, struct job *j, uint64_t off, uint64_t len)
 static int kernel_place(struct cv *cv, int src_fd, uint64_t src_off, struct bfile *f,
                         uint64_t host, uint64_t len, uint64_t *done)
 {
+    /* on ext4 (bfile_set_prealloc) copy_file_range's bytes go into
+     * allocated blocks too; never where a clone would share them (XFS,
+     * btrfs: no prealloc there) */
+    bfile_prealloc(f, host, (size_t)len);
     int r = offload_range(&cv->ofl, src_fd, src_off, f->fd, host, len, done);
 
     if (r < 0 && cv->ofl.no_progress)
@@ -1231,12 +1235,11 @@ static int run_loop(struct cv *cv, struct ioq *ioq)
 
 /* Copy offload for this run?  Sets cv->offload and the unit, or says in
  * stats why not.  DISKIMG_OFFLOAD (tests, benchmarks): a comma list of
- * noclone, nocopy (leave a method out), copy=local (copy_file_range in
- * auto mode on a local file system too), pread (scan by reading into the
+ * noclone, nocopy (leave a method out), pread (scan by reading into the
  * buffers, not through a mapping), scanall (look at every 4 KiB unit
- * through the mapping), sampleread / samplemap (sample, then read the
- * blocks around zeros by pread / through the mapping on every file system;
- * by default the mapping only on XFS). */
+ * through the mapping), samplemap (sample, then look at the blocks
+ * around zeros through the mapping, not by pread), sampleread (sample
+ * without a mapping at all). */
 static void setup_offload(struct cv *cv)
 {
     const struct convert_opts *o = cv->o;
@@ -1262,18 +1265,14 @@ static void setup_offload(struct cv *cv)
         cv->st->offload_off = why;
         return;
     }
-    /* auto: copy_file_range only where it is not a local page-cache copy
-     * (io/offload.h); required (-C) asks for it everywhere */
-    bool copy = !(env && strstr(env, "nocopy")) &&
-                (o->offload == CONVERT_OFFLOAD_REQUIRED || (env && strstr(env, "copy=local")) ||
-                 offload_copy_is_remote(out->file->fd));
-    offload_init(&cv->ofl, out->file->fd, !(env && strstr(env, "noclone")), copy);
+    offload_init(&cv->ofl, out->file->fd, !(env && strstr(env, "noclone")),
+                 !(env && strstr(env, "nocopy")));
     cv->offload_pread = env && strstr(env, "pread");
     cv->offload_scan_all = env && strstr(env, "scanall");
     cv->offload_sample_read = env && strstr(env, "sampleread");
     if (!cv->offload_pread) {
         offload_maps_init(&cv->maps);
-        cv->maps.map_everywhere = env && strstr(env, "samplemap");
+        cv->maps.sample_mapped = env && strstr(env, "samplemap");
     }
     cv->ofl_unit = cv->ofl.blksize > cv->granule ? cv->ofl.blksize : cv->granule;
     cv->offload = true;

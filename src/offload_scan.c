@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "io/fault.h"
@@ -18,7 +17,6 @@
 /* Files larger than this are read, not mapped: the mapping must fit the
  * address space beside everything else (47 bits of it on x86-64). */
 #define MAP_MAX (UINT64_C(1) << 44)
-#define XFS_MAGIC 0x58465342
 
 /* --- the SIGBUS guard ------------------------------------------------------ */
 
@@ -131,12 +129,10 @@ static const struct offload_map *map_of(struct offload_maps *maps, int fd)
         if (!bus_err && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
             (uint64_t)st.st_size <= MAP_MAX) {
             void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-            struct statfs fs;
             if (p != MAP_FAILED) {
                 m->base = p;
                 m->len = (uint64_t)st.st_size;
-                m->sample_mapped = maps->map_everywhere ||
-                                   (fstatfs(fd, &fs) == 0 && fs.f_type == XFS_MAGIC);
+                m->sample_mapped = maps->sample_mapped;
             }
         }
         found = m;

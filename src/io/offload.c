@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "io/fault.h"
@@ -29,27 +28,6 @@ void offload_init(struct offload *o, int out_fd, bool clone, bool copy)
     o->blksize = 4096;
     if (fstat(out_fd, &st) == 0 && st.st_blksize >= 512)
         o->blksize = (uint32_t)st.st_blksize;
-}
-
-bool offload_copy_is_remote(int fd)
-{
-    /* f_type magics (linux/magic.h; FUSE's and SMB's are not in every
-     * copy of it) */
-    static const unsigned long remote[] = {
-        0x6969,         /* NFS */
-        0xfe534d42,     /* SMB2/3 */
-        0xff534d42,     /* CIFS */
-        0x00c36400,     /* Ceph */
-        0x65735546,     /* FUSE, virtiofs */
-    };
-    struct statfs sf;
-
-    if (fstatfs(fd, &sf) != 0)
-        return false;
-    for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
-        if ((unsigned long)sf.f_type == remote[i])
-            return true;
-    return false;
 }
 
 /* The EXDEV record of in_fd, made when `make` (NULL: none, or no room). */

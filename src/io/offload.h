@@ -55,15 +55,6 @@ struct offload {
  * leave a method out from the start (tests, benchmarks). */
 void offload_init(struct offload *o, int out_fd, bool clone, bool copy);
 
-/* Does copy_file_range into fd's file system move the bytes anywhere
- * but through this machine's page cache (NFS 4.2, SMB, Ceph: the server
- * copies; FUSE: the daemon may)?  On a local file system that cannot
- * share blocks it is an in-kernel page-cache copy, which measured slower
- * than reading and writing here (ext4, 1 GiB corpus: 170 ms against
- * 137 ms, the mapping that finds the zero runs costing more than the copy
- * it saves), so auto mode leaves it out there. */
-bool offload_copy_is_remote(int fd);
-
 /* Is any method still worth trying? */
 static inline bool offload_usable(const struct offload *o)
 {

@@ -173,7 +173,7 @@ int main(void)
         if (iter % 2) {
             struct offload_maps maps;
             offload_maps_init(&maps);
-            maps.map_everywhere = true;     /* the mapped path, on any fs */
+            maps.sample_mapped = true;     /* the mapped path, on any fs */
             one_case(fd, file, &maps, g, mz, iter);
             offload_maps_free(&maps);
         } else {
@@ -190,7 +190,7 @@ int main(void)
         CHECK(pwrite(fd, file, MAXLEN, 0) == MAXLEN);
         CHECK(ftruncate(fd, MAXLEN / 2 + 100) == 0);
         offload_maps_init(&maps);
-        maps.map_everywhere = true;
+        maps.sample_mapped = true;
         ssize_t n = offload_sample_runs(m ? &maps : NULL, fd, 0, MAXLEN, 0, 4096, 4096, buf,
                                         OFFLOAD_SAMPLE_BLOCK, runs);
         CHECK(n == OFFLOAD_SCAN_GONE || n == OFFLOAD_SCAN_READ, "short file: %zd", n);

@@ -16,8 +16,7 @@
 #     -s SIZE   corpus size (default 256M; genimg -s 1: random, text, written
 #               zeros and holes in runs of 4K..8M)
 #     -f FSLIST comma list of xfs,btrfs,ext4 (default xfs,btrfs; on ext4
-#               there is nothing to share and auto does not use the
-#               in-kernel copy_file_range: diskimg reads and writes)
+#               offload is copy_file_range, an in-kernel copy)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${BENCH_RUNS:-5} size=256M fslist=xfs,btrfs

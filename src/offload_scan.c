@@ -124,7 +124,6 @@ static const struct offload_map *map_of(struct offload_maps *maps, int fd)
         m->fd = fd;
         m->base = NULL;
         m->len = 0;
-        m->sample_mapped = false;
         pthread_once(&bus_once, install_sigbus);
         if (!bus_err && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
             (uint64_t)st.st_size <= MAP_MAX) {
@@ -132,7 +131,6 @@ static const struct offload_map *map_of(struct offload_maps *maps, int fd)
             if (p != MAP_FAILED) {
                 m->base = p;
                 m->len = (uint64_t)st.st_size;
-                m->sample_mapped = maps->sample_mapped;
             }
         }
         found = m;
@@ -317,11 +315,10 @@ ssize_t offload_sample_runs(struct offload_maps *maps, int fd, uint64_t off, siz
                             uint64_t base, size_t granule, size_t min_zero, uint8_t *buf,
                             size_t buf_len, struct zd_run *runs)
 {
-    const struct offload_map *m = maps ? map_of(maps, fd) : NULL;
+    /* mapped only when asked (the mapping is made on first use) */
+    const struct offload_map *m = maps && maps->sample_mapped ? map_of(maps, fd) : NULL;
     bool mapped = false;
 
-    if (m && !m->sample_mapped)
-        m = NULL;
     ssize_t err = 0;
     const uint64_t B = granule > OFFLOAD_SAMPLE_BLOCK ? granule : OFFLOAD_SAMPLE_BLOCK;
     size_t count = 0;

@@ -57,7 +57,6 @@ struct offload_maps {
         int fd;
         const uint8_t *base;    /* NULL: this file is not mapped (read it) */
         uint64_t len;
-        bool sample_mapped;     /* offload_sample_runs uses the mapping */
     } m[OFFLOAD_MAPS_MAX];
 };
 

@@ -47,4 +47,16 @@ qemu-img create -q -f qcow2 -o lazy_refcounts=on dirty.qcow2 1M
 sh -c 'qemu-io -c "write -P 1 0 64k" -c abort "$1"' sh dirty.qcow2 >/dev/null 2>&1 || true
 same_info dirty.qcow2
 grep -q '"dirty-flag": true' mine.json || fail "dirty flag"
+# backing files named as qemu-img names them: joined to the folder part of
+# the name given, not made absolute ("sub/top" + "base" = "sub/base")
+mkdir -p sub
+qemu-img create -q -f qcow2 sub/base.qcow2 1M
+qemu-img create -q -f qcow2 -b base.qcow2 -F qcow2 sub/top.qcow2
+for name in sub/top.qcow2 ./sub/top.qcow2 "$PWD/sub/top.qcow2"; do
+    for out in human json; do
+        qemu-img info --backing-chain --output=$out "$name" | grep -E 'filename|image:|backing file:' >ref.names
+        "$DISKIMG" info --backing-chain --output=$out "$name" | grep -E 'filename|image:|backing file:' >mine.names
+        sort ref.names | diff - <(sort mine.names) >&2 || fail "$name ($out): backing names differ from qemu-img's"
+    done
+done
 exit 0

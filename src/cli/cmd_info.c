@@ -1,7 +1,7 @@
 /* diskimg info: qemu-img info's fields, in its human and JSON forms. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,35 +51,38 @@ static const struct option long_opts[] = {
     { NULL, 0, NULL, 0 },
 };
 
-/* The backing file as a path usable from here (qemu's full-backing-filename). */
-static char *full_backing(const struct bd *bd)
+/* The backing file as qemu-img names it (full-backing-filename, and the
+ * backing image's filename in a chain): an absolute name as it is, a
+ * relative one joined to the folder part of `name`, the image's name as
+ * shown ("sub/top.qcow2" + "base.qcow2" = "sub/base.qcow2"), not made
+ * absolute and not normalised. */
+static char *full_backing(const char *name, const struct bd *bd)
 {
+    const char *slash = strrchr(name, '/');
     char *p = NULL;
-    if (bd->backing && bd->backing->filename)
-        return strdup(bd->backing->filename);
-    if (bd->backing_name[0] == '/' || !strchr(bd->filename, '/'))
+
+    if (bd->backing_name[0] == '/' || !slash)
         return strdup(bd->backing_name);
-    char *copy = strdup(bd->filename);
-    if (!copy)
-        return NULL;
-    if (asprintf(&p, "%s/%s", dirname(copy), bd->backing_name) < 0)
+    if (asprintf(&p, "%.*s%s", (int)(slash - name + 1), name, bd->backing_name) < 0)
         p = NULL;
-    free(copy);
     return p;
 }
 
-static struct jval *image_info(struct bd *bd, struct diag *d, int *err)
+/* `name`: the image's name as shown; *next: its backing file's (NULL
+ * when it has none, or out of memory) */
+static struct jval *image_info(struct bd *bd, const char *name, char **next, struct diag *d,
+                               int *err)
 {
     struct jval *o = jv_object();
 
+    *next = NULL;
     jv_set(o, "virtual-size", jv_uint(bd->size));
-    jv_set(o, "filename", jv_str(bd->filename));
+    jv_set(o, "filename", jv_str(name));
     jv_set(o, "format", jv_str(bd->drv->name));
     jv_set(o, "actual-size", jv_uint(bd->file ? bfile_allocated(bd->file) : 0));
     if (bd->backing_name) {
-        char *full = full_backing(bd);
-        jv_set(o, "full-backing-filename", jv_str(full ? full : bd->backing_name));
-        free(full);
+        *next = full_backing(name, bd);
+        jv_set(o, "full-backing-filename", jv_str(*next ? *next : bd->backing_name));
         jv_set(o, "backing-filename", jv_str(bd->backing_name));
         if (bd->backing_fmt)
             jv_set(o, "backing-filename-format", jv_str(bd->backing_fmt));
@@ -237,8 +240,20 @@ int cmd_info(int argc, char **argv)
     }
     struct jval *all = jv_array();
     int err = 0;
-    for (struct bd *b = bd; b && !err; b = chain ? b->backing : NULL)
-        jv_push(all, image_info(b, &d, &err));
+    char *name = strdup(bd->filename);
+    for (struct bd *b = bd; b && !err; b = chain ? b->backing : NULL) {
+        char *next;
+        if (!name) {
+            err = diag_fail(&d, -ENOMEM, bd->filename, -1, "out of memory");
+            break;
+        }
+        jv_push(all, image_info(b, name, &next, &d, &err));
+        free(name);
+        name = next;
+        if (!name && chain && b->backing)
+            name = strdup(b->backing->filename);
+    }
+    free(name);
     if (!err && (err = jv_status(all)) < 0)
         diag_fail(&d, err, bd->filename, -1, "out of memory");
     if (err) {

@@ -84,8 +84,9 @@ void cli_warnings_on(struct diag *d, const bool *quiet)
     d->warn_opaque = (void *)quiet;
 }
 
-int cli_print_json(const struct jval *v)
+int cli_print_json(struct jval *v)
 {
+    cli_json_qemu_order(v);
     char *text = jv_to_json(v, 0);
 
     if (!text)

@@ -29,9 +29,14 @@ void cli_warn_sink(void *quiet, const char *file, int64_t offset, const char *ms
 /* d->warn = cli_warn_sink, d->warn_opaque = quiet. */
 void cli_warnings_on(struct diag *d, const bool *quiet);
 
-/* `v` as JSON (jval.h) and a newline on stdout.  -ENOMEM (nothing printed)
+/* `v` as JSON (jval.h), its objects sorted as qemu-img prints them, and a
+ * newline on stdout.  -ENOMEM (nothing printed)
  * when memory ran out, else 0. */
-int cli_print_json(const struct jval *v);
+int cli_print_json(struct jval *v);
+
+/* Sort every object in v, recursively, into the order qemu-img prints its
+ * JSON in (json_order.c); cli_print_json does it before printing. */
+void cli_json_qemu_order(struct jval *v);
 
 /* For a bad command line: message, then "Try 'diskimg CMD --help'". Returns 1. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -28,8 +28,9 @@
  *     checks without corruptions or check errors, and reads what it read
  *     before through its parent (safe) or through none (-u), within the
  *     first VIEW_MAX bytes;
- *   - an embedded descriptor ends with a NUL inside its area, and no byte
- *     of the old text is left after it.
+ *   - an embedded descriptor is the old text with the new parent
+ *     (desc_edit.c), then a NUL inside its area, zeros over the rest of
+ *     the old text, and every byte after that as it was.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -42,6 +43,8 @@
 #include <unistd.h>
 
 #include "formats/bd.h"
+#include "formats/vmdk/read_int.h"
+#include "formats/vmdk/vmdk.h"
 #include "fuzz_common.h"
 #include "io/bfile.h"
 #include "rebase.h"
@@ -228,33 +231,36 @@ static bool check_clean(struct bd *bd, struct bd_check_result *res)
            !res->check_errors;
 }
 
-/* The embedded descriptor of the image file `img` (a KDMV header), as the
- * old file `old` had it: the new text ends with a NUL inside the area, and
- * zeros follow it as far as the old text went. */
-static void check_embedded(const char *img, const struct file *old)
+/* The embedded descriptor of the image file `img` (a KDMV header) after
+ * set_backing: exactly the old text with the new parent (desc_edit.c's
+ * vmdk_desc_set_parent of the old area), its NUL inside the area, zeros
+ * over the rest of the old text, and every byte after that as it was. */
+static void check_embedded(const char *img, const struct file *old, const char *hint,
+                           uint32_t cid)
 {
     if (old->len < 512 || le32_get(old->data) != 0x564d444bu)
         return;
     uint64_t off = le64_get(old->data + 28) * 512, len = le64_get(old->data + 36) * 512;
     if (!off || off >= old->len || len > old->len - off || len > (1u << 20))
         return;
+    const uint8_t *was = old->data + off;
+    char *want_text = NULL;
+    size_t want_len = 0;
+    if (vmdk_desc_set_parent((const char *)was, len, hint, cid, &want_text, &want_len) < 0)
+        abort();    /* set_backing built it */
     uint8_t *now = malloc(len);
     int fd = open(img, O_RDONLY | O_CLOEXEC);
-    bool got = now && fd >= 0 && pread(fd, now, len, (off_t)off) == (ssize_t)len;
-    if (fd >= 0)
-        close(fd);
-    if (!got) {
-        free(now);
-        return;
-    }
-    const uint8_t *nul = memchr(now, 0, len);
-    if (!nul)
-        abort();    /* no NUL inside the area: readers run on past it */
-    size_t old_len = strnlen((const char *)old->data + off, len);
-    for (size_t i = (size_t)(nul - now); i < old_len; i++)
-        if (now[i])
-            abort();    /* the old text shows after the new one */
+    if (!now || fd < 0 || pread(fd, now, len, (off_t)off) != (ssize_t)len)
+        abort();
+    close(fd);
+    if (want_len >= len || memcmp(now, want_text, want_len) != 0 || now[want_len] != 0)
+        abort();    /* not the new text, or no NUL after it inside the area */
+    size_t old_len = strnlen((const char *)was, len);
+    for (size_t i = want_len + 1; i < len; i++)
+        if (i < old_len ? now[i] != 0 : now[i] != was[i])
+            abort();    /* old text left after the new one, or other bytes changed */
     free(now);
+    free(want_text);
 }
 
 static uint8_t parent_buf[PARENT_MAX];
@@ -289,6 +295,7 @@ static void run(const struct file *fs, size_t nf, uint8_t sel)
     struct bd_check_result before, after;
     bool unsafe = (sel & 3) == 3;
     const char *new_parent = NULL;
+    uint32_t new_cid = 0;
     /* (static: buffers of this size malloc'd anew would be mapped and
      * faulted in for every input) */
     static uint8_t want[VIEW_MAX], got[VIEW_MAX];
@@ -333,6 +340,19 @@ static void run(const struct file *fs, size_t nf, uint8_t sel)
         int r = bd->drv->set_backing(bd, new_parent, new_parent ? "vmdk" : NULL);
         bd_close(bd);
         bd = NULL;
+        if (r == 0 && new_parent) {
+            /* the CID it wrote: the parent's */
+            char pp[1024];
+            struct bd *p = NULL;
+            path_of(pp, sizeof(pp), new_parent);
+            diag_init(&d);
+            oo = opts(true, false);
+            if (bd_open(&p, pp, &oo, &d) < 0 || p->drv != &bd_vmdk)
+                abort();
+            const struct vmdk *pv = (const struct vmdk *)p;
+            new_cid = pv->desc.has_cid ? pv->desc.cid : 0;
+            bd_close(p);
+        }
         if (r < 0) {
             if (!files_same(fs, nf))
                 abort();
@@ -400,7 +420,7 @@ static void run(const struct file *fs, size_t nf, uint8_t sel)
         abort();
     if (readable && (!view(bd, got, n) || memcmp(want, got, n) != 0))
         abort();
-    check_embedded(img_path, &fs[0]);
+    check_embedded(img_path, &fs[0], new_parent, new_parent ? new_cid : 0xffffffffu);
 out:
     if (out)
         out->drv->close(out);

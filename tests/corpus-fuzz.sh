@@ -4,8 +4,9 @@
 #   - through the fuzz target itself, built without libFuzzer
 #     ($BUILD/fuzz/<target>, the same code path, with the build's sanitizers);
 #   - through the real binary: `diskimg info` and `convert -O raw/-O qcow2`
-#     (image targets), `convert -` from a pipe (fuzz_stream) or `create -o`
-#     and `convert -S` (the option target),
+#     (image targets; fuzz_vmdk_inplace: `rebase -b ""` and `-u -b ""`
+#     too), `convert -` from a pipe (fuzz_stream) or `create -o` and
+#     `convert -S` (the option target),
 #     each under `timeout 10` and 512 MiB: exit 0 or 1 only, never a signal
 #     or a sanitizer report, a message naming the file on failure, no output
 #     left behind.
@@ -43,6 +44,17 @@ for dir in "$R"/*/; do
         name=$(basename "$f")
         bounded "$bin" "$f"
         [ $rc = 0 ] || { cat "$T/err" >&2; fail "$target $name: the target failed"; }
+        if [ "$target" = fuzz_vmdk_inplace ]; then
+            # what the target drives, through the real binary: rebase -b ""
+            # and -u -b "" of a copy (of the image alone: a container's
+            # files are unpacked by the target only)
+            mkdir -p "$T/r"
+            for u in "" -u; do
+                cp "$f" "$T/r/img.vmdk"
+                bounded "$DISKIMG" rebase $u -b "" "$T/r/img.vmdk"
+            done
+            rm -rf "$T/r"
+        fi
         case $target in
         fuzz_options)
             bounded "$DISKIMG" create -f qcow2 -o "$(tr -d '\0' < "$f")" "$T/o/x.qcow2" 1M

@@ -131,6 +131,40 @@ done
 # footer, end-of-stream marker, markers and compression.
 python3 "$top/tests/fuzz/make-vmdk-seeds.py" "$v" >/dev/null
 
+# ---- vmdk in place (rebase -b ""): every grain size, monolithicSparse and
+# twoGbMaxExtentSparse, with and without a parent (make-vmdk-seeds.py
+# --inplace); qemu-img's sparse seeds; qemu-img children of a parent, each
+# with its files in the target's container (make-vmdk-seeds.py --pack)
+vi=$out/fuzz_vmdk_inplace
+mkdir -p "$vi"
+python3 "$top/tests/fuzz/make-vmdk-seeds.py" --inplace "$vi" >/dev/null
+cp "$v/sparse.vmdk" "$v/sparse-zg.vmdk" "$v/odd.vmdk" "$vi/"
+cp "$v"/g*-sparse.vmdk "$v"/g*-sparse-zg.vmdk "$v"/g*-sparse-gtes.vmdk "$vi/"
+mkdir -p "$tmp/ip"
+(
+    cd "$tmp/ip"
+    qemu-img create -q -f vmdk parent.vmdk 256K
+    qemu-io -f vmdk -c 'write -P 0x41 0 64K' -c 'write -P 0x42 192K 32K' parent.vmdk >/dev/null
+    pack() { python3 "$top/tests/fuzz/make-vmdk-seeds.py" --pack "$vi/$1" "${@:2}"; }
+    for sub in monolithicSparse twoGbMaxExtentSparse; do
+        for zg in off on; do
+            rm -f img*.vmdk
+            qemu-img create -q -f vmdk -o subformat=$sub,zeroed_grain=$zg -b parent.vmdk -F vmdk \
+                img.vmdk
+            qemu-io -f vmdk -c 'write -P 0x43 64K 64K' -c 'write -z 192K 64K' img.vmdk >/dev/null
+            # (the image first: img-s001.vmdk sorts before img.vmdk)
+            pack "qemu-$sub-zg$zg-pack" img.vmdk $(ls img-s*.vmdk 2>/dev/null) parent.vmdk
+            if [ $sub = monolithicSparse ]; then
+                cp img.vmdk "$vi/qemu-$sub-zg$zg-child.vmdk"
+            fi
+        done
+    done
+    rm -f img*.vmdk
+    qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse img.vmdk 256K
+    qemu-io -f vmdk -c 'write -P 0x44 0 4K' img.vmdk >/dev/null
+    pack qemu-split-alone-pack img.vmdk img-s*.vmdk
+)
+
 # ---- ova ------------------------------------------------------------------
 a=$out/fuzz_ova
 mkdir -p "$a"

@@ -27,6 +27,8 @@ compressed grain is larger than the grain), one of zeros, grains at the
 edges of the grain tables, and a partial last grain.
 
   make-vmdk-seeds.py OUTDIR [--verify]
+  make-vmdk-seeds.py --inplace OUTDIR     (fuzz_vmdk_inplace: see inplace_seeds)
+  make-vmdk-seeds.py --pack OUT IMAGE [FILE...]   (files into its container)
 
 --verify reads every image back with qemu-img (the oracle) and compares it
 with the content the script meant to write.  Sizes and offsets are in
@@ -247,6 +249,124 @@ def seeds():
             yield name, img, raw
 
 
+# ---- fuzz_vmdk_inplace: images to rebase (--inplace OUTDIR) ---------------
+#
+# monolithicSparse and twoGbMaxExtentSparse disks of every grain size (1 to
+# 2048 sectors), with and without a parent: a child's descriptor names
+# parent.vmdk (parentFileNameHint, its CID as parentCID).  Each comes as a
+# plain file (the fuzz target then stands a raw parent in for a missing
+# one) and, where it has more than one file, in the target's "DIFZ"
+# container: the image first, its extent files, the parent.  Grains of
+# their own and the parent's within a budget (inputs stay under 512 KiB):
+# none of 1024 and 2048 sectors are allocated, only the tables.
+
+PARENT_CID = 0xabcdef01
+
+
+def pack(files):
+    """The fuzz target's container: b'DIFZ', then per file its name's length
+    (a byte), the name, its length (4 bytes, little-endian), its bytes."""
+    out = bytearray(b'DIFZ')
+    for name, data in files:
+        nb = name.encode()
+        out += bytes([len(nb)]) + nb + struct.pack('<I', len(data)) + data
+    return bytes(out)
+
+
+def desc_text(create_type, extents, cid, parent):
+    lines = ['# Disk DescriptorFile', 'version=1', 'CID=%08x' % cid,
+             'parentCID=%08x' % (PARENT_CID if parent else 0xFFFFFFFF),
+             'createType="%s"' % create_type]
+    if parent:
+        lines.append('parentFileNameHint="%s"' % parent)
+    lines += ['', '# Extent description']
+    lines += ['RW %d SPARSE "%s"' % e for e in extents]
+    lines += ['', '# The Disk Data Base', '#DDB', '', 'ddb.virtualHWVersion = "4"',
+              'ddb.adapterType = "ide"']
+    return ('\n'.join(lines) + '\n').encode()
+
+
+def extent(grain, gtes, capacity, data, desc=None, zero_grain=None):
+    """A hosted sparse extent of `capacity` sectors: header, the embedded
+    descriptor `desc` (or none), the redundant directory and tables, the
+    directory and tables, the grains of `data` ({grain index: bytes})."""
+    ntables = (capacity + grain * gtes - 1) // (grain * gtes)
+    flags = FLAG_NL | FLAG_RGD | (FLAG_ZERO_GRAIN if zero_grain is not None else 0)
+    desc_sectors = max(20, sectors(len(desc))) if desc else 0
+    gd_sectors = sectors(ntables * 4)
+    gt_sectors = sectors(gtes * 4)
+    rgd = 1 + desc_sectors
+    rgt0 = rgd + gd_sectors
+    gd = rgt0 + ntables * gt_sectors
+    gt0 = gd + gd_sectors
+    overhead = gt0 + ntables * gt_sectors
+    overhead = (overhead + min(grain, 128) - 1) // min(grain, 128) * min(grain, 128)
+    gte = [0] * (ntables * gtes)
+    grains = bytearray()
+    pos = overhead
+    for g in sorted(data):
+        gte[g] = pos
+        grains += pad(data[g])
+        pos += sectors(len(data[g]))
+    if zero_grain is not None:
+        gte[zero_grain] = 1
+    tables = b''.join(pad(struct.pack('<%dI' % gtes, *gte[t * gtes:(t + 1) * gtes]))
+                      for t in range(ntables))
+    rdir = pad(struct.pack('<%dI' % ntables, *[rgt0 + t * gt_sectors for t in range(ntables)]))
+    ddir = pad(struct.pack('<%dI' % ntables, *[gt0 + t * gt_sectors for t in range(ntables)]))
+    img = header(flags, capacity, grain, 1 if desc else 0, desc_sectors, gtes, rgd, gd,
+                 overhead, 0, 1)
+    if desc:
+        img += desc.ljust(desc_sectors * SECTOR, b'\0')
+    img += rdir + tables + ddir + tables
+    return img.ljust(overhead * SECTOR, b'\0') + grains
+
+
+def grain_data(grain, indexes, salt, budget=160 << 10):
+    """Patterned grains at `indexes` while they fit `budget` bytes."""
+    gb = grain * SECTOR
+    out = {}
+    for g in indexes:
+        if (len(out) + 1) * gb > budget:
+            break
+        out[g] = bytes((g * 13 + salt + k // 512 * 5 + k % 251) & 0xFF for k in range(gb))
+    return out
+
+
+def inplace_seeds():
+    """(name, bytes) of every fuzz_vmdk_inplace seed."""
+    for grain in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048):
+        gtes = 512 if grain <= 16 else 64
+        ngrains = gtes + 3                      # a second, partial table
+        capacity = ngrains * grain - (grain // 2 if grain > 1 else 0)
+        last = ngrains - 1
+        own = grain_data(grain, [1, gtes - 1, gtes + 1], 0x40)
+        zg = 4 if grain <= 128 else None
+        pdata = grain_data(grain, [0, 1, 2, gtes, last], 0x80)
+        pdesc = desc_text('monolithicSparse', [(capacity, 'parent.vmdk')], PARENT_CID, None)
+        parent = extent(grain, gtes, capacity, pdata, pdesc)
+        for with_parent in (False, True):
+            hint = 'parent.vmdk' if with_parent else None
+            tag = 'g%d-%s' % (grain, 'child' if with_parent else 'alone')
+            # monolithicSparse
+            desc = desc_text('monolithicSparse', [(capacity, 'img.vmdk')], 0x12345678, hint)
+            mono = extent(grain, gtes, capacity, own, desc, zg)
+            yield 'mono-%s.vmdk' % tag, mono
+            if with_parent:
+                yield 'mono-%s-pack' % tag, pack([('img.vmdk', mono), ('parent.vmdk', parent)])
+            # twoGbMaxExtentSparse: two extents, the first one table long
+            c1 = gtes * grain
+            c2 = capacity - c1
+            d = desc_text('twoGbMaxExtentSparse', [(c1, 'img-s001.vmdk'), (c2, 'img-s002.vmdk')],
+                          0x23456789, hint)
+            e1 = extent(grain, gtes, c1, {g: b for g, b in own.items() if g < gtes})
+            e2 = extent(grain, gtes, c2, {g - gtes: b for g, b in own.items() if g >= gtes})
+            files = [('img.vmdk', d), ('img-s001.vmdk', e1), ('img-s002.vmdk', e2)]
+            if with_parent:
+                files.append(('parent.vmdk', parent))
+            yield 'split-%s-pack' % tag, pack(files)
+
+
 def verify(path, raw):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, 'out.raw')
@@ -266,7 +386,24 @@ def verify(path, raw):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit('usage: make-vmdk-seeds.py OUTDIR [--verify]')
+        sys.exit('usage: make-vmdk-seeds.py OUTDIR [--verify]\n'
+                 '       make-vmdk-seeds.py --inplace OUTDIR\n'
+                 '       make-vmdk-seeds.py --pack OUT IMAGE [FILE...]')
+    if sys.argv[1] == '--pack':
+        files = [(os.path.basename(p), open(p, 'rb').read()) for p in sys.argv[3:]]
+        with open(sys.argv[2], 'wb') as f:
+            f.write(pack(files))
+        return
+    if sys.argv[1] == '--inplace':
+        out = sys.argv[2]
+        os.makedirs(out, exist_ok=True)
+        n = 0
+        for name, img in inplace_seeds():
+            with open(os.path.join(out, name), 'wb') as f:
+                f.write(img)
+            n += 1
+        print('%d vmdk in-place seeds in %s' % (n, out))
+        return
     out = sys.argv[1]
     check = '--verify' in sys.argv[2:]
     os.makedirs(out, exist_ok=True)

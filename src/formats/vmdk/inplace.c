@@ -362,6 +362,95 @@ static void ip_close(struct bd *bd)
     free(ip);
 }
 
+/* The image check before anything is written (what `diskimg check`
+ * reports as corruption: a grain table entry pointing past the end of its
+ * file or into the extent's metadata).  New grains go at the end of the
+ * file, where such an entry may point already (it would then read a grain
+ * written for another LBA), and a redundant grain table is patched where
+ * its directory says, over any grain that overlaps it.  (Grain tables
+ * that overlap each other or the metadata were refused at open.)  The
+ * first problem is the error: the file, the table entry's offset, what is
+ * wrong. */
+static int ip_sound(struct vmdk *v)
+{
+    struct diag *d = v->bd.diag, why;
+    int r = 0;
+
+    for (size_t i = 0; i < v->n_ext && r == 0; i++) {
+        struct vmdk_extent *x = &v->ext[i];
+        if (x->type != VMDK_EXT_SPARSE)
+            continue;
+        diag_init(&why);
+        v->bd.diag = &why;      /* (to say why it matters below) */
+        r = vmdk_sparse_check(v, x, NULL);
+        v->bd.diag = d;
+        if (r < 0 && why.err)
+            r = diag_fail(d, r, why.file, why.offset, "%s; the image is damaged (see "
+                          "diskimg check): not writing into it", why.what);
+        pthread_mutex_destroy(&why.lock);
+    }
+    return r;
+}
+
+/* What lies past the end of sparse extent x's file (`size` bytes) must be
+ * nothing the extent names: new grains go there.  Refused: an embedded
+ * descriptor or a grain directory (the one in use or its copy) that runs
+ * past the end, and a grain table either directory names there (the
+ * reader keeps the tables of the directory not in use as metadata too:
+ * once the file grows, a grain inside one would be reported as corrupt,
+ * and read as a table if that directory is ever used). */
+static int ip_tail_free(struct vmdk *v, const struct vmdk_extent *x, uint64_t size)
+{
+    const struct vmdk4_header *h = &x->hdr;
+    uint64_t dir_bytes = (uint64_t)x->gd_n * 4, gt_bytes = (uint64_t)x->gtes * 4;
+    struct diag *d = v->bd.diag;
+    static const char *const what[2] = { "grain directory", "redundant grain directory" };
+    uint64_t dirs[2] = { h->gd_offset, (h->flags & VMDK4_FLAG_RGD) ? h->rgd_offset : 0 };
+
+    if (h->desc_offset) {
+        uint64_t off = h->desc_offset * VMDK_SECTOR, len = h->desc_sectors * VMDK_SECTOR;
+        if (off >= size || len > size - off)
+            return diag_fail(d, -EINVAL, x->name, 28, "the embedded descriptor at offset %llu "
+                             "(%llu bytes) runs past the end of the file (%llu bytes): new "
+                             "grains would go into it", (unsigned long long)off,
+                             (unsigned long long)len, (unsigned long long)size);
+    }
+    for (int k = 0; k < 2; k++) {
+        uint64_t off = dirs[k] * VMDK_SECTOR;
+        if (!dirs[k] || (k == 1 && dirs[1] == dirs[0]))
+            continue;
+        if (off >= size || dir_bytes > size - off)
+            return diag_fail(d, -EINVAL, x->name, k ? 48 : 56, "the %s at offset %llu (%llu "
+                             "bytes) runs past the end of the file (%llu bytes): new grains "
+                             "would go into it", what[k], (unsigned long long)off,
+                             (unsigned long long)dir_bytes, (unsigned long long)size);
+        uint8_t *raw = malloc(dir_bytes ? dir_bytes : 1);
+        if (!raw)
+            return diag_fail(d, -ENOMEM, x->name, -1, "out of memory");
+        int r = bfile_pread(x->file, raw, dir_bytes, off);
+        for (uint32_t i = 0; r == 0 && i < x->gd_n; i++) {
+            uint64_t gto = (uint64_t)le32_get(raw + 4 * (size_t)i) * VMDK_SECTOR;
+            if (gto && (gto >= size || gt_bytes > size - gto))
+                r = diag_fail(d, -EINVAL, x->name, (int64_t)(off + 4 * (uint64_t)i),
+                              "%s entry %u names a grain table at offset %llu that runs "
+                              "past the end of the file (%llu bytes): new grains would go "
+                              "into it", what[k], i, (unsigned long long)gto,
+                              (unsigned long long)size);
+        }
+        free(raw);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Whether files a and b are one file (the same bfile, or the same inode
+ * opened under two names: "s.vmdk" and "./s.vmdk"). */
+static bool same_file(const struct bfile *a, const struct bfile *b)
+{
+    return a == b || (a->open_seq && b->open_seq && a->dev == b->dev && a->ino == b->ino);
+}
+
 /* Why the image `v` cannot be written in place, or 0. */
 static int ip_refusals(struct vmdk *v, const struct bd_create_opts *o)
 {
@@ -384,6 +473,23 @@ static int ip_refusals(struct vmdk *v, const struct bd_create_opts *o)
             return diag_fail(bd->diag, -ENOTSUP, x->name, -1, "sparse extents of different "
                              "grain sizes, or not starting on a grain, cannot be written in "
                              "place");
+        /* (its footer must stay the last thing in the file) */
+        if (x->type == VMDK_EXT_SPARSE && x->hdr.gd_offset == VMDK4_GD_AT_END)
+            return diag_fail(bd->diag, -ENOTSUP, x->name, 56, "a sparse extent whose grain "
+                             "directory is found through a footer at the end of the file "
+                             "cannot be written in place (new grains would go after it)");
+        /* new grains go at the end of a sparse extent's file: no other
+         * extent, and not the descriptor, may be in that file */
+        if (x->type != VMDK_EXT_SPARSE)
+            continue;
+        for (size_t j = 0; j < v->n_ext; j++)
+            if (j != i && v->ext[j].file && same_file(x->file, v->ext[j].file))
+                return diag_fail(bd->diag, -ENOTSUP, x->name, -1, "the sparse extent's file "
+                                 "is also the file of extent %zu: it cannot be written in "
+                                 "place", j + 1);
+        if (!v->monolithic && same_file(x->file, bd->file))
+            return diag_fail(bd->diag, -ENOTSUP, x->name, -1, "the sparse extent's file is "
+                             "also the descriptor file: it cannot be written in place");
     }
     if (o->compress)
         return diag_fail(bd->diag, -ENOTSUP, bd->filename, -1, "-c: only streamOptimized "
@@ -411,7 +517,7 @@ int vmdk_inplace_create(struct bd **out, struct bfile *f, const struct bd_create
         return diag_fail(d, -EINVAL, f->path, -1, "not a vmdk image");
     }
     struct vmdk *v = (struct vmdk *)rbd;
-    if ((r = ip_refusals(v, o)) < 0) {
+    if ((r = ip_refusals(v, o)) < 0 || (r = ip_sound(v)) < 0) {
         bd_close(rbd);
         return r;
     }
@@ -440,16 +546,10 @@ int vmdk_inplace_create(struct bd **out, struct bfile *f, const struct bd_create
             goto fail;
         /* grains go after everything the file holds, on a sector */
         uint64_t end = x->file->size;
+        if ((r = ip_tail_free(v, x, end)) < 0)
+            goto fail;
         ip->xs[i].keep = ip->xs[i].size0 = end;
         ip->xs[i].next = (end + VMDK_SECTOR - 1) / VMDK_SECTOR * VMDK_SECTOR;
-        /* an extent file named twice: the later extent appends after the
-         * earlier one's grains (both must agree on one end) */
-        for (size_t j = 0; j < i; j++)
-            if (v->ext[j].file == x->file) {
-                r = diag_fail(d, -ENOTSUP, x->name, -1, "two sparse extents in one file "
-                              "cannot be written in place");
-                goto fail;
-            }
         uint32_t *t = malloc((x->gd_n ? x->gd_n : 1) * sizeof(*t)), n = 0;
         if (!t) {
             r = diag_fail(d, -ENOMEM, f->path, -1, "out of memory");

@@ -151,6 +151,9 @@ int vmdk_meta_build(struct vmdk *v, struct vmdk_extent *x, uint64_t used);
  * file and clear of the metadata.  The reason goes to `d` (may be NULL). */
 int vmdk_grain_check(const struct vmdk_extent *x, uint64_t g, uint64_t off, uint64_t len,
                      struct diag *d);
+/* check: every grain the tables map inside the file and clear of the
+ * metadata; each bad one counted in res->corruptions (and warned about),
+ * or with `res` NULL the first one an error (before writing in place). */
 int vmdk_sparse_check(struct vmdk *v, struct vmdk_extent *x, struct bd_check_result *res);
 
 /* Inflate one compressed grain (zlib stream) into `out` (grain_bytes;

@@ -709,7 +709,9 @@ int vmdk_sparse_pread(struct vmdk *v, struct vmdk_extent *x, uint8_t *buf, size_
 
 /* Every grain the tables of `x` map: inside the file, clear of the
  * metadata.  Each bad one is a corruption, reported as qemu-img words it
- * where qemu checks the same (a grain past the end of the file). */
+ * where qemu checks the same (a grain past the end of the file).  With
+ * `res` NULL the first bad one is an error instead, recorded with the
+ * file, the table entry's offset and what is wrong with it. */
 int vmdk_sparse_check(struct vmdk *v, struct vmdk_extent *x, struct bd_check_result *res)
 {
     uint32_t ent[VMDK_MAX_GTES];
@@ -732,6 +734,8 @@ int vmdk_sparse_check(struct vmdk *v, struct vmdk_extent *x, struct bd_check_res
             if (e == 0 || (e == 1 && x->zero_grain) ||
                 vmdk_grain_check(x, g, off, grain_min_bytes(x, g), NULL) == 0)
                 continue;
+            if (!res)
+                return bad_grain(v, x, g, off);
             res->corruptions++;
             if (off >= x->file_size) {
                 diag_warn(D(v), x->name, -1, "ERROR: cluster offset for sector %llu points "

@@ -167,18 +167,22 @@ out:
 }
 
 /* The embedded descriptor area of a monolithic sparse extent, rewritten in
- * one write inside one page (see the top of the file). */
+ * one write inside one page (see the top of the file).  The new text ends
+ * with a NUL inside the area, and zeros cover what is left of the old text
+ * after it: readers take the text up to its first NUL (qemu reads on past
+ * the area, into the grain directory, when there is none), and what the
+ * old text had there must not read as lines of the new one. */
 static int rewrite_embedded(struct vmdk *v, const char *old, size_t area, const char *text,
                             size_t len, bool write)
 {
     struct bd *bd = &v->bd;
     uint64_t off = v->ext[0].hdr.desc_offset * VMDK_SECTOR;
-    size_t old_len = strnlen(old, area), span = len > old_len ? len : old_len;
+    size_t old_len = strnlen(old, area), span = len + 1 > old_len ? len + 1 : old_len;
 
-    if (len > area)
+    if (len >= area)
         return diag_fail(bd->diag, -ENOSPC, bd->filename, (int64_t)off,
-                         "the new descriptor (%zu bytes) does not fit the embedded descriptor "
-                         "area (%zu bytes)", len, area);
+                         "the new descriptor (%zu bytes and the NUL that ends it) does not fit "
+                         "the embedded descriptor area (%zu bytes)", len, area);
     if (off / PAGE != (off + span - 1) / PAGE)
         return diag_fail(bd->diag, -ENOTSUP, bd->filename, (int64_t)off,
                          "rewriting the embedded descriptor (%zu bytes) would cross a %u-byte "

@@ -15,6 +15,12 @@
 #include "zerodetect/zerodetect.h"
 
 #define CHUNK_MIN       (1u << 20)     /* data is read in chunks of 1 MiB... */
+/* ...or of 4 MiB when copy offload goes into a raw output: fewer jobs, each
+ * with a sample pread less at both ends and one hand-off less (btrfs raw ->
+ * raw, alternated: 0.92 of 1 MiB jobs' wall time, XFS 0.89, ext4 0.94; 2 and
+ * 8 MiB measured worse than 4).  Not into qcow2, where 4 MiB jobs took
+ * twice as long. */
+#define CHUNK_OFFLOAD_RAW (4u << 20)
 #define BUFFER_BUDGET   (32u << 20)    /* ...and all chunk buffers stay under this */
 
 enum job_state { J_FREE, J_QUEUED, J_BUSY, J_READY, J_WRITING };
@@ -1276,6 +1282,9 @@ static void setup_offload(struct cv *cv)
     }
     cv->ofl_unit = cv->ofl.blksize > cv->granule ? cv->ofl.blksize : cv->granule;
     cv->offload = true;
+    if ((out->drv->caps & BD_CAP_OFFLOAD_LATE) && cv->chunk < CHUNK_OFFLOAD_RAW &&
+        CHUNK_OFFLOAD_RAW % cv->granule == 0)
+        cv->chunk = CHUNK_OFFLOAD_RAW;
 }
 
 int convert_run(const struct convert_opts *o, struct diag *d,
@@ -1327,7 +1336,6 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     cv.nthreads = o->sequential ? 0 : (o->threads ? o->threads : 1);
     st->total = cv.total;
     st->threads = cv.nthreads;
-    st->chunk = cv.chunk;
     /* the output driver may write through a queue; we reap it */
     if (o->out->drv == NULL) {
         r = diag_fail(d, -EINVAL, NULL, -1, "internal error: no output driver");
@@ -1336,6 +1344,7 @@ int convert_run(const struct convert_opts *o, struct diag *d,
     ioq = o->ioq;
     cv.cache_file = NULL;
     setup_offload(&cv);
+    st->chunk = cv.chunk;
     if ((r = alloc_slots(&cv)) < 0) {
         r = diag_fail(d, r, NULL, -1, "cannot allocate conversion buffers");
         goto out;

@@ -6,6 +6,8 @@
 #   expect_error RE CMD...  CMD must exit 1 with stderr matching RE, no signal
 #   qcompare A B         qemu-img compare must say identical
 #   vmdk_desc_text FILE  a vmdk descriptor file's text up to its first NUL
+#   jfield IMG KEY       a scalar of qemu-img info's JSON
+#   vmdk_refused RE CMD...  expect_error, and the *.vmdk files unchanged
 #   asan_build           true when $DISKIMG is the ASan+UBSan build
 #   sweep_case N LAST    whether case N of an exhaustive sweep runs here
 #   cached KEY DIR CMD...  DIR made once per test run by CMD... DIR, shared
@@ -41,6 +43,21 @@ expect_error() {
 # is not part of the descriptor), trailing blank lines dropped
 vmdk_desc_text() {
     perl -0777 -ne '($t) = split /\0/; $t //= ""; $t =~ s/\n\s*\z/\n/; print $t' "$1"
+}
+
+# jfield IMG KEY: a scalar of `qemu-img info --output=json IMG`
+jfield() { qemu-img info --output=json "$1" | sed -n "s/^ *\"$2\": \"*\([^\",]*\)\"*,*$/\1/p" | head -n 1; }
+
+# vmdk_refused RE CMD...: run in the folder of the images, CMD must exit 1
+# with stderr matching RE, leave every *.vmdk there byte-identical and no
+# .rebase- temporary file behind
+vmdk_refused() {
+    local re=$1; shift
+    local s; s=$(sha1sum -- *.vmdk | sha1sum)
+    expect_error "$re" "$@"
+    [ "$(sha1sum -- *.vmdk | sha1sum)" = "$s" ] || fail "a refused rebase changed a file: $*"
+    ls -A | grep -q '\.rebase-' && fail "a temporary file was left: $*"
+    return 0
 }
 
 qcompare() {

@@ -28,15 +28,6 @@ f, o, fmt, v = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 d = bytearray(open(f, "rb").read()); struct.pack_into("<" + fmt, d, o, v); open(f, "wb").write(d)' \
         "$1" "$2" "$3" "$4" || fail "put $*"
 }
-sums() { sha1sum -- *.vmdk | sha1sum; }
-refused() {
-    local re=$1; shift
-    local s; s=$(sums)
-    expect_error "$re" "$@"
-    [ "$(sums)" = "$s" ] || fail "a refused rebase changed a file: $*"
-    ls -A | grep -q '\.rebase-' && fail "a temporary file was left: $*"
-    return 0
-}
 
 qemu-img create -q -f vmdk b.vmdk 8M
 qemu-io -f vmdk -c 'write -P 17 0 1M' -c 'write -P 18 5M 128k' b.vmdk >/dev/null
@@ -68,7 +59,7 @@ for how in end past gd; do
     esac
     put g.vmdk $((gt + 5 * 4)) I "$to"
     "$DISKIMG" check g.vmdk >/dev/null 2>&1 && fail "$how: diskimg check finds nothing"
-    refused "g\\.vmdk: grain (table entry )?for LBA 640 $why.*; the image is damaged \\(see diskimg check\\): not writing into it \\(offset $((gt + 20))\\)" \
+    vmdk_refused "g\\.vmdk: grain (table entry )?for LBA 640 $why.*; the image is damaged \\(see diskimg check\\): not writing into it \\(offset $((gt + 20))\\)" \
         "$DISKIMG" rebase -b "" g.vmdk
 done
 
@@ -79,7 +70,7 @@ rgd=$(( $(u64 r.vmdk 48) * 512 ))
 size=$(stat -c %s r.vmdk)
 put r.vmdk $((rgd + 3 * 4)) I $((size / 512))
 ok "$DISKIMG" check r.vmdk >/dev/null
-refused "r\\.vmdk: redundant grain directory entry 3 names a grain table at offset $size that runs past the end of the file \\($size bytes\\): new grains would go into it \\(offset $((rgd + 12))\\)" \
+vmdk_refused "r\\.vmdk: redundant grain directory entry 3 names a grain table at offset $size that runs past the end of the file \\($size bytes\\): new grains would go into it \\(offset $((rgd + 12))\\)" \
     "$DISKIMG" rebase -b "" r.vmdk
 
 # the redundant grain directory past the end of the file
@@ -87,7 +78,7 @@ child r2.vmdk
 size=$(stat -c %s r2.vmdk)
 put r2.vmdk 48 Q $((size / 512 + 1))
 ok "$DISKIMG" info r2.vmdk >/dev/null
-refused "r2\\.vmdk: the redundant grain directory at offset $((size + 512)) \\(4 bytes\\) runs past the end of the file \\($size bytes\\): new grains would go into it \\(offset 48\\)" \
+vmdk_refused "r2\\.vmdk: the redundant grain directory at offset $((size + 512)) \\(4 bytes\\) runs past the end of the file \\($size bytes\\): new grains would go into it \\(offset 48\\)" \
     "$DISKIMG" rebase -b "" r2.vmdk
 
 # one extent file under two names: guest 0-4M and 4-8M both from
@@ -97,6 +88,6 @@ qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse -b b.vmdk -F vmdk s
 sed -i 's|^RW 16384 SPARSE "s-s001.vmdk"$|RW 8192 SPARSE "s-s001.vmdk"\nRW 8192 SPARSE "./s-s001.vmdk"|' s.vmdk
 grep -q '"./s-s001.vmdk"' s.vmdk || fail "s.vmdk: the extent lines were not rewritten"
 ok "$DISKIMG" info s.vmdk >/dev/null
-refused "s-s001\\.vmdk: the sparse extent's file is also the file of extent 2: it cannot be written in place" \
+vmdk_refused "s-s001\\.vmdk: the sparse extent's file is also the file of extent 2: it cannot be written in place" \
     "$DISKIMG" rebase -b "" s.vmdk
 echo "rebase-vmdk-damaged: ok"

@@ -16,7 +16,6 @@ need qemu-io
 need perl
 cd "$T" || fail "cd"
 
-jfield() { qemu-img info --output=json "$1" | sed -n "s/^ *\"$2\": \"*\([^\",]*\)\"*,*$/\1/p" | head -n 1; }
 # area FILE: the embedded descriptor area (sector 1 on, desc_sectors long)
 area() { perl -e 'open F, "<", $ARGV[0]; binmode F; seek F, 36, 0; read F, $b, 8;
     my $n = unpack("Q<", $b) * 512; seek F, 512, 0; read F, $a, $n; print $a' "$1"; }

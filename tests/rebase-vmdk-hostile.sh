@@ -16,16 +16,6 @@ need qemu-io
 need perl
 cd "$T" || fail "cd"
 
-jfield() { qemu-img info --output=json "$1" | sed -n "s/^ *\"$2\": \"*\([^\",]*\)\"*,*$/\1/p" | head -n 1; }
-sums() { sha1sum -- *.vmdk | sha1sum; }
-refused() {
-    local re=$1; shift
-    local s; s=$(sums)
-    expect_error "$re" "$@"
-    [ "$(sums)" = "$s" ] || fail "a refused rebase changed a file: $*"
-    ls -A | grep -q '\.rebase-' && fail "a temporary file was left: $*"
-    return 0
-}
 # put_u64 FILE OFFSET VALUE: a little-endian field of the sparse header
 put_u64() { perl -e 'print pack("Q<", $ARGV[0])' "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
 put_u32() { perl -e 'print pack("L<", $ARGV[0])' "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
@@ -42,11 +32,11 @@ qemu-img create -q -f vmdk -b b1.vmdk -F vmdk c.vmdk
 
 # the reference rule
 for u in -u ""; do
-    refused "outside" "$DISKIMG" rebase $u -b ../out/o.vmdk -F vmdk c.vmdk
-    refused "outside" "$DISKIMG" rebase $u -b "$T/out/o.vmdk" -F vmdk c.vmdk
+    vmdk_refused "outside" "$DISKIMG" rebase $u -b ../out/o.vmdk -F vmdk c.vmdk
+    vmdk_refused "outside" "$DISKIMG" rebase $u -b "$T/out/o.vmdk" -F vmdk c.vmdk
 done
-refused "loop|same file|itself" "$DISKIMG" rebase -u -b c.vmdk -F vmdk c.vmdk
-refused "cannot be written as a parentFileNameHint" "$DISKIMG" rebase -u -b 'a"b.vmdk' -F vmdk c.vmdk
+vmdk_refused "loop|same file|itself" "$DISKIMG" rebase -u -b c.vmdk -F vmdk c.vmdk
+vmdk_refused "cannot be written as a parentFileNameHint" "$DISKIMG" rebase -u -b 'a"b.vmdk' -F vmdk c.vmdk
 cp c.vmdk e.vmdk
 ok "$DISKIMG" rebase --allow-external -u -b ../out/o.vmdk -F vmdk e.vmdk
 [ "$(jfield e.vmdk backing-filename)" = ../out/o.vmdk ] || fail "--allow-external -u"
@@ -56,8 +46,8 @@ rm e.vmdk
 # an old hint that leads out of the folder: safe mode refuses to read it
 qemu-img create -q -f vmdk -o subformat=twoGbMaxExtentSparse -b b1.vmdk -F vmdk h.vmdk
 sed -i 's|^parentFileNameHint=.*|parentFileNameHint="../out/o.vmdk"|' h.vmdk
-refused "outside" "$DISKIMG" rebase -b b2.vmdk -F vmdk h.vmdk
-refused "outside" "$DISKIMG" rebase -b "" h.vmdk
+vmdk_refused "outside" "$DISKIMG" rebase -b b2.vmdk -F vmdk h.vmdk
+vmdk_refused "outside" "$DISKIMG" rebase -b "" h.vmdk
 rm h.vmdk h-s001.vmdk
 
 # a new descriptor that does not fit the embedded area (1 sector)
@@ -68,7 +58,7 @@ qemu-io -f vmdk -c 'write -P 51 2M 64k' small.vmdk >/dev/null
 put_u64 small.vmdk 36 1
 ok "$DISKIMG" info small.vmdk >/dev/null
 for u in -u ""; do
-    refused "does not fit the embedded descriptor area \(512 bytes\)" \
+    vmdk_refused "does not fit the embedded descriptor area \(512 bytes\)" \
         "$DISKIMG" rebase $u -b "$long" -F vmdk small.vmdk
 done
 ok "$DISKIMG" rebase -u -b b2.vmdk -F vmdk small.vmdk   # a short name still fits
@@ -86,7 +76,7 @@ put_u64 pg.vmdk 28 7
 put_u64 pg.vmdk 36 14
 "$DISKIMG" info pg.vmdk | grep -q "^backing file: b1.vmdk" || fail "the moved descriptor does not read"
 for u in -u ""; do
-    refused "would cross a 4096-byte page" "$DISKIMG" rebase $u -b b2.vmdk -F vmdk pg.vmdk
+    vmdk_refused "would cross a 4096-byte page" "$DISKIMG" rebase $u -b b2.vmdk -F vmdk pg.vmdk
 done
 rm pg.vmdk d.txt
 
@@ -96,7 +86,7 @@ rgd=$(( $(perl -e 'open F, "<", $ARGV[0]; binmode F; seek F, 48, 0; read F, $b, 
 gd=$(( $(perl -e 'open F, "<", $ARGV[0]; binmode F; seek F, 56, 0; read F, $b, 8; print unpack("Q<", $b)' rg.vmdk) * 512 ))
 put_u32 rg.vmdk "$rgd" "$(get_u32 rg.vmdk "$gd")"
 ok "$DISKIMG" info rg.vmdk >/dev/null
-refused "redundant grain directory entry 0 names a table at offset [0-9]+ that overlaps a grain table in use" \
+vmdk_refused "redundant grain directory entry 0 names a table at offset [0-9]+ that overlaps a grain table in use" \
     "$DISKIMG" rebase -b b2.vmdk -F vmdk rg.vmdk
 qemu-img check -q rg.vmdk || fail "rg.vmdk not clean after the refusal"
 echo "rebase-vmdk-hostile: ok"

@@ -15,7 +15,6 @@ need qemu-io
 cd "$T" || fail "cd"
 
 clean() { qemu-img check -q "$1" >/dev/null 2>&1 || { qemu-img check "$1"; fail "$2: qemu-img check"; }; }
-jfield() { qemu-img info --output=json "$1" | sed -n "s/^ *\"$2\": \"*\([^\",]*\)\"*,*$/\1/p" | head -n 1; }
 yal_top() {
     command -v vmdkmount >/dev/null 2>&1 && [ -c /dev/fuse ] || return 0
     local mnt; mnt=$(mktemp -d "$T/yal.XXXXXX")

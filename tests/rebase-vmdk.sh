@@ -22,7 +22,6 @@ need qemu-io
 cd "$T" || fail "cd"
 
 clean() { qemu-img check -q "$1" >/dev/null 2>&1 || { qemu-img check "$1"; fail "$2: qemu-img check"; }; }
-jfield() { qemu-img info --output=json "$1" | sed -n "s/^ *\"$2\": \"*\([^\",]*\)\"*,*$/\1/p" | head -n 1; }
 desc() { vmdk_desc_text "$1" 2>/dev/null || true; }
 # the embedded descriptor's text (sector 1 on, up to its NUL)
 edesc() { dd if="$1" bs=512 skip=1 count=20 status=none | perl -0777 -ne '($t) = split /\0/; print $t'; }

@@ -119,6 +119,19 @@ class Disk:
         return bytes(out)
 
 
+def metadata_layout(ntables, gtes, desc_sectors):
+    """Sectors of a hosted sparse extent's metadata, in file order: header,
+    descriptor, redundant directory and tables, directory and tables.
+    Returns (gd_sectors, gt_sectors, rgd, rgt0, gd, gt0, end)."""
+    gd_sectors = sectors(ntables * 4)
+    gt_sectors = sectors(gtes * 4)
+    rgd = 1 + desc_sectors
+    rgt0 = rgd + gd_sectors
+    gd = rgt0 + ntables * gt_sectors
+    gt0 = gd + gd_sectors
+    return gd_sectors, gt_sectors, rgd, rgt0, gd, gt0, gt0 + ntables * gt_sectors
+
+
 def sparse(disk, kind, name):
     """A hosted sparse extent: header, descriptor, RGD + RGTs, GD + GTs, grains."""
     grain, gtes = disk.grain, disk.gtes
@@ -129,13 +142,8 @@ def sparse(disk, kind, name):
         flags |= FLAG_ZERO_GRAIN
     desc = pad(descriptor(disk.capacity, 'monolithicSparse', name))
     desc_sectors = max(20, sectors(len(desc)))
-    gd_sectors = sectors(ntables * 4)
-    gt_sectors = sectors(gtes * 4)
-    rgd = 1 + desc_sectors
-    rgt0 = rgd + gd_sectors
-    gd = rgt0 + ntables * gt_sectors
-    gt0 = gd + gd_sectors
-    overhead = gt0 + ntables * gt_sectors
+    gd_sectors, gt_sectors, rgd, rgt0, gd, gt0, overhead = \
+        metadata_layout(ntables, gtes, desc_sectors)
     align = min(grain, 128) if comp else grain     # small files for big compressed grains
     overhead = (overhead + align - 1) // align * align
     gte = [0] * (ntables * gtes)
@@ -293,13 +301,8 @@ def extent(grain, gtes, capacity, data, desc=None, zero_grain=None):
     ntables = (capacity + grain * gtes - 1) // (grain * gtes)
     flags = FLAG_NL | FLAG_RGD | (FLAG_ZERO_GRAIN if zero_grain is not None else 0)
     desc_sectors = max(20, sectors(len(desc))) if desc else 0
-    gd_sectors = sectors(ntables * 4)
-    gt_sectors = sectors(gtes * 4)
-    rgd = 1 + desc_sectors
-    rgt0 = rgd + gd_sectors
-    gd = rgt0 + ntables * gt_sectors
-    gt0 = gd + gd_sectors
-    overhead = gt0 + ntables * gt_sectors
+    gd_sectors, gt_sectors, rgd, rgt0, gd, gt0, overhead = \
+        metadata_layout(ntables, gtes, desc_sectors)
     overhead = (overhead + min(grain, 128) - 1) // min(grain, 128) * min(grain, 128)
     gte = [0] * (ntables * gtes)
     grains = bytearray()

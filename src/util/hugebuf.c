@@ -1,0 +1,21 @@
+#include "util/hugebuf.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *hugebuf_alloc(size_t len)
+{
+    void *p;
+
+    if (len == 0 || len > SIZE_MAX - HUGE_PAGE)
+        return NULL;
+    len = (len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (posix_memalign(&p, HUGE_PAGE, len) != 0)
+        return NULL;
+    /* advice only: without THP the buffer is ordinary memory */
+    (void)madvise(p, len, MADV_HUGEPAGE);
+    return p;
+}

@@ -28,6 +28,7 @@
 #include "formats/bd.h"
 #include "io/bfile.h"
 #include "util/diag.h"
+#include "util/hugebuf.h"
 #include "zerodetect/zerodetect.h"
 
 #define SECTOR 512u
@@ -67,6 +68,7 @@ struct status_cache {
 };
 
 struct cmp {
+    uint8_t *bufs; /* every ring buffer, one block (hugebuf) */
     struct bd *img[2];
     const struct compare_opts *o;
     struct compare_result *res;
@@ -484,14 +486,15 @@ static int setup(struct cmp *c, struct diag *d)
     c->threads = calloc(o->threads, sizeof(*c->threads));
     if (!c->ring || !c->threads)
         return diag_fail(d, -ENOMEM, NULL, -1, "out of memory");
+    /* all read buffers in one block of huge pages (util/hugebuf.h); the
+     * chunk is a multiple of 512, each buffer starts on 4 KiB */
+    size_t stride = (o->chunk + 4095) & ~(size_t)4095;
+    if (!(c->bufs = hugebuf_alloc(stride * 2 * c->cap)))
+        return diag_fail(d, -ENOMEM, NULL, -1, "out of memory for %u read buffers of %zu bytes",
+                         2 * c->cap, o->chunk);
     for (unsigned i = 0; i < c->cap; i++)
         for (int k = 0; k < 2; k++)
-            if (posix_memalign((void **)&c->ring[i].buf[k], 4096, o->chunk) != 0) {
-                c->ring[i].buf[k] = NULL;
-                return diag_fail(d, -ENOMEM, NULL, -1,
-                                 "out of memory for %u read buffers of %zu bytes",
-                                 2 * c->cap, o->chunk);
-            }
+            c->ring[i].buf[k] = c->bufs + (2 * (size_t)i + (size_t)k) * stride;
     for (unsigned i = 0; i < o->threads && i < c->cap; i++) {
         int r = pthread_create(&c->threads[i], NULL, worker, c);
         if (r != 0)
@@ -509,10 +512,7 @@ static void teardown(struct cmp *c)
     pthread_mutex_unlock(&c->lock);
     for (unsigned i = 0; i < c->nthreads; i++)
         pthread_join(c->threads[i], NULL);
-    for (unsigned i = 0; c->ring && i < c->cap; i++) {
-        free(c->ring[i].buf[0]);
-        free(c->ring[i].buf[1]);
-    }
+    free(c->bufs);
     free(c->ring);
     free(c->threads);
     pthread_mutex_destroy(&c->lock);

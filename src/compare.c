@@ -486,10 +486,9 @@ static int setup(struct cmp *c, struct diag *d)
     c->threads = calloc(o->threads, sizeof(*c->threads));
     if (!c->ring || !c->threads)
         return diag_fail(d, -ENOMEM, NULL, -1, "out of memory");
-    /* all read buffers in one block of huge pages (util/hugebuf.h); the
-     * chunk is a multiple of 512, each buffer starts on 4 KiB */
-    size_t stride = (o->chunk + 4095) & ~(size_t)4095;
-    if (!(c->bufs = hugebuf_alloc(stride * 2 * c->cap)))
+    /* all read buffers in one block of huge pages (util/hugebuf.h) */
+    size_t stride;
+    if (!(c->bufs = hugebuf_alloc(2 * (size_t)c->cap, o->chunk, &stride)))
         return diag_fail(d, -ENOMEM, NULL, -1, "out of memory for %u read buffers of %zu bytes",
                          2 * c->cap, o->chunk);
     for (unsigned i = 0; i < c->cap; i++)

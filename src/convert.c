@@ -1026,10 +1026,9 @@ static int alloc_slots(struct cv *cv)
         return -ENOMEM;
     cv->nslots = n;
     /* the chunk buffers in one block of huge pages (util/hugebuf.h: page
-     * faults and page walks cost more than the copies on 4 KiB pages);
-     * each starts on 4 KiB, which keeps O_DIRECT output possible */
-    size_t stride = (size_t)align_up(cv->chunk, 4096);
-    if (!(cv->bufs = hugebuf_alloc(stride * n)))
+     * faults and page walks cost more than the copies on 4 KiB pages) */
+    size_t stride;
+    if (!(cv->bufs = hugebuf_alloc(n, cv->chunk, &stride)))
         return -ENOMEM;
     for (unsigned i = 0; i < n; i++) {
         struct job *j = &cv->slots[i];

@@ -15,8 +15,10 @@
 
 #include <stddef.h>
 
-/* len bytes (rounded up to 2 MiB), 2 MiB-aligned, uninitialised; NULL when
- * out of memory.  Released with free(). */
-void *hugebuf_alloc(size_t len);
+/* count buffers of len bytes each in one block (rounded up to 2 MiB,
+ * 2 MiB-aligned, uninitialised): buffer i starts at i * *stride, on 4 KiB
+ * (which keeps O_DIRECT possible).  NULL when out of memory or when the
+ * sizes overflow.  Released with free() of the returned pointer. */
+void *hugebuf_alloc(size_t count, size_t len, size_t *stride);
 
 #endif
